@@ -1,0 +1,166 @@
+import type { EffectiveCompaction } from '../core/session-record.js'
+
+/** Every setting of the service, checked at start-up (contract §9). */
+export interface Config {
+  host: string
+  port: number
+  dataDir: string
+  sessionStore: 'lmdb' | 'off'
+  memoryStore: 'hnsw' | 'off'
+  compaction: boolean
+  defaultModel: string | undefined
+  anthropic: { apiKey: string | undefined; baseUrl: string }
+  openai: { apiKey: string | undefined; baseUrl: string; configured: boolean }
+  embeddings: { url: string | undefined; model: string | undefined }
+  apiKeys: Map<string, string>
+  durability: 'fsync' | 'relaxed'
+  corsOrigins: string[] | undefined
+  logLevel: string
+  bodyLimitBytes: number
+  provider: {
+    headersTimeoutMs: number; idleTimeoutMs: number; connectTimeoutMs: number
+    maxRetries: number; retryBaseMs: number; retryMaxMs: number
+  }
+  maxTurnSteps: number
+  defaultMaxTokens: number
+  eventBuffer: number
+  sseHeartbeatMs: number
+  sseQueueLimit: number
+  maxLiveSessions: number
+  shutdownGraceMs: number
+  rateLimitPerMinute: number | undefined
+  compactionDefaults: EffectiveCompaction
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+    this.name = 'ConfigError'
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+/** Reads and checks the environment; throws one `ConfigError` listing every bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = []
+  const r = new Reader(env, problems)
+  const openaiKey = r.str('OPENAI_API_KEY')
+  const openaiBase = r.str('OPENAI_BASE_URL')
+  const config: Config = {
+    host: r.str('HOST') ?? '127.0.0.1',
+    port: r.int('PORT', 8080, 0, 65535),
+    dataDir: r.str('BURROW_DATA_DIR') ?? './data',
+    sessionStore: r.oneOf('BURROW_SESSION_STORE', ['lmdb', 'off'], 'lmdb'),
+    memoryStore: r.oneOf('BURROW_MEMORY_STORE', ['hnsw', 'off'], 'hnsw'),
+    compaction: r.oneOf('BURROW_COMPACTION', ['on', 'off'], 'on') === 'on',
+    defaultModel: r.str('BURROW_DEFAULT_MODEL'),
+    anthropic: { apiKey: r.str('ANTHROPIC_API_KEY'), baseUrl: r.url('ANTHROPIC_BASE_URL') ?? 'https://api.anthropic.com' },
+    openai: { apiKey: openaiKey, baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1', configured: Boolean(openaiKey || openaiBase) },
+    embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL') },
+    apiKeys: r.apiKeys('BURROW_API_KEYS'),
+    durability: r.oneOf('BURROW_DURABILITY', ['fsync', 'relaxed'], 'fsync'),
+    corsOrigins: r.list('BURROW_CORS_ORIGINS'),
+    logLevel: r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    bodyLimitBytes: r.int('BURROW_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
+    provider: {
+      headersTimeoutMs: r.int('BURROW_PROVIDER_TIMEOUT_MS', 120_000, 1, 3_600_000),
+      idleTimeoutMs: r.int('BURROW_PROVIDER_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
+      connectTimeoutMs: r.int('BURROW_PROVIDER_CONNECT_TIMEOUT_MS', 10_000, 1, 600_000),
+      maxRetries: r.int('BURROW_PROVIDER_MAX_RETRIES', 2, 0, 10),
+      retryBaseMs: r.int('BURROW_PROVIDER_RETRY_BASE_MS', 500, 0, 60_000),
+      retryMaxMs: r.int('BURROW_PROVIDER_RETRY_MAX_MS', 8_000, 0, 300_000),
+    },
+    maxTurnSteps: r.int('BURROW_MAX_TURN_STEPS', 32, 1, 1000),
+    defaultMaxTokens: r.int('BURROW_DEFAULT_MAX_TOKENS', 4096, 1, 200_000),
+    eventBuffer: r.int('BURROW_EVENT_BUFFER', 1000, 0, 1_000_000),
+    sseHeartbeatMs: r.int('BURROW_SSE_HEARTBEAT_MS', 15_000, 10, 3_600_000),
+    sseQueueLimit: r.int('BURROW_SSE_QUEUE_LIMIT', 1024, 1, 1_000_000),
+    maxLiveSessions: r.int('BURROW_MAX_LIVE_SESSIONS', 10_000, 1, 10_000_000),
+    shutdownGraceMs: r.int('BURROW_SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
+    rateLimitPerMinute: r.optInt('BURROW_RATE_LIMIT_PER_MINUTE', 1, 10_000_000),
+    compactionDefaults: {
+      auto_compact_threshold: r.int('BURROW_COMPACT_THRESHOLD', 100_000, 1, 10_000_000),
+      recent_turn_budget: r.int('BURROW_COMPACT_RECENT_TURNS', 4, 0, 1000),
+      max_summary_tokens: r.int('BURROW_COMPACT_MAX_SUMMARY_TOKENS', 4096, 1, 200_000),
+      min_turns_between_compactions: r.int('BURROW_COMPACT_MIN_TURNS', 3, 0, 1000),
+      max_history_messages: r.optInt('BURROW_COMPACT_MAX_HISTORY_MESSAGES', 2, 10_000_000) ?? null,
+    },
+  }
+  if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
+    problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
+  return config
+}
+
+class Reader {
+  constructor(private readonly env: Env, private readonly problems: string[]) {}
+
+  str(name: string): string | undefined {
+    const v = this.env[name]
+    return v === undefined || v.trim() === '' ? undefined : v.trim()
+  }
+
+  int(name: string, def: number, min: number, max: number): number {
+    return this.optInt(name, min, max) ?? def
+  }
+
+  optInt(name: string, min: number, max: number): number | undefined {
+    const v = this.str(name)
+    if (v === undefined) return undefined
+    const n = Number(v)
+    if (!/^-?\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
+      this.problems.push(`${name} must be an integer from ${min} to ${max} (got '${v}')`)
+      return undefined
+    }
+    return n
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], def: T): T {
+    const v = this.str(name)
+    if (v === undefined) return def
+    if (!(allowed as readonly string[]).includes(v)) {
+      this.problems.push(`${name} must be one of ${allowed.join(', ')} (got '${v}')`)
+      return def
+    }
+    return v as T
+  }
+
+  url(name: string): string | undefined {
+    const v = this.str(name)
+    if (v === undefined) return undefined
+    try {
+      const u = new URL(v)
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('protocol')
+      return v.replace(/\/+$/, '')
+    } catch {
+      this.problems.push(`${name} must be an http(s) URL (got '${v}')`)
+      return undefined
+    }
+  }
+
+  list(name: string): string[] | undefined {
+    const v = this.str(name)
+    if (v === undefined) return undefined
+    return v.split(',').map((s) => s.trim()).filter(Boolean)
+  }
+
+  apiKeys(name: string): Map<string, string> {
+    const out = new Map<string, string>()
+    for (const [i, pair] of (this.list(name) ?? []).entries()) {
+      const at = pair.lastIndexOf(':')
+      const key = pair.slice(0, at)
+      const tenant = pair.slice(at + 1)
+      if (at <= 0 || !tenant || !/^[a-zA-Z0-9_.-]{1,128}$/.test(tenant)) {
+        this.problems.push(`${name} entry ${i + 1} must be key:tenant with a tenant of letters, digits, '_', '.', '-'`)
+        continue
+      }
+      if (out.has(key)) { this.problems.push(`${name} lists one key twice (entry ${i + 1})`); continue }
+      out.set(key, tenant)
+    }
+    return out
+  }
+}

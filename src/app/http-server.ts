@@ -1,0 +1,71 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import cors from '@fastify/cors'
+import rateLimit from '@fastify/rate-limit'
+import { fastifySSE } from '@fastify/sse'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { Logger as PinoLogger } from 'pino'
+import { v7 as uuidv7 } from 'uuid'
+import { BurrowError } from '../core/errors.js'
+import type { SessionService } from '../core/session-service.js'
+import { restApi } from '../surfaces/rest/rest-api.js'
+import { passThrough } from '../surfaces/rest/sse-frames.js'
+import type { Config } from './config.js'
+import type { Metrics } from './metrics.js'
+import { VERSION } from './version.js'
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** The fastify instance with every HTTP surface mounted. */
+export async function buildHttpServer(config: Config, service: SessionService, metrics: Metrics, logger: PinoLogger): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: logger as unknown as FastifyBaseLogger,
+    bodyLimit: config.bodyLimitBytes,
+    forceCloseConnections: true,
+    requestIdHeader: false,
+    requestIdLogLabel: 'request_id',
+    genReqId: (req) => {
+      const h = req.headers['x-request-id']
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : uuidv7()
+    },
+    disableRequestLogging: false,
+  })
+  app.addHook('onRequest', async (req, reply) => { reply.header('x-request-id', req.id) })
+
+  if (config.corsOrigins) {
+    await app.register(cors, {
+      origin: config.corsOrigins.includes('*') ? '*' : config.corsOrigins,
+      methods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+      allowedHeaders: ['authorization', 'content-type', 'idempotency-key', 'last-event-id', 'x-request-id'],
+      exposedHeaders: ['x-request-id', 'location', 'retry-after'],
+      maxAge: 600,
+    })
+  }
+  if (config.rateLimitPerMinute) {
+    await app.register(rateLimit, {
+      max: config.rateLimitPerMinute,
+      timeWindow: 60_000,
+      keyGenerator: (req) => (typeof req.headers.authorization === 'string' ? `key:${req.headers.authorization}` : `ip:${req.ip}`),
+      errorResponseBuilder: (_req, ctx) => new BurrowError('RATE_LIMITED', `Too many requests: at most ${ctx.max} per minute; retry in ${Math.ceil(ctx.ttl / 1000)} s.`),
+    })
+  }
+  await app.register(fastifySSE, { heartbeatInterval: config.sseHeartbeatMs, serializer: passThrough })
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Burrow',
+        version: VERSION,
+        description: 'Durable LLM agent sessions: turns, compaction, semantic memory and Server-Sent Events. Errors are application/problem+json with a stable `code`.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' } } },
+      security: [{ bearer: [] }],
+      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'memory' }, { name: 'ops' }],
+    },
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+  await app.register(restApi, { service, metrics })
+  return app
+}

@@ -1,0 +1,95 @@
+/**
+ * The one error-code table (contract §4). This is the only place an HTTP status,
+ * a JSON-RPC number or a CLI exit code is written; every surface derives from it.
+ *
+ * Codes are append-only: a retired code is never reused, and a JSON-RPC number
+ * belongs to one row forever. Clients switch on `code`, never on message text.
+ */
+export const ERROR_TABLE = {
+  SESSION_PERSISTENCE_DISABLED: {
+    http: 501, rpc: -32003, exit: 3, title: 'Session persistence disabled',
+    message: "Session persistence is disabled (build without 'session-store').",
+  },
+  SESSION_COMPACTION_DISABLED: {
+    http: 501, rpc: -32004, exit: 4, title: 'Session compaction disabled',
+    message: "Session compaction is disabled (build without 'session-compaction').",
+  },
+  MEMORY_STORE_DISABLED: {
+    http: 501, rpc: -32005, exit: 5, title: 'Memory store disabled',
+    message: "Memory store is disabled (build without 'memory-store').",
+  },
+  INVALID_REQUEST: { http: 400, rpc: -32602, exit: 2, title: 'Invalid request', message: 'The request is invalid.' },
+  UNAUTHORIZED: { http: 401, rpc: -32006, exit: 6, title: 'Unauthorized', message: 'Missing or invalid API key.' },
+  SESSION_NOT_FOUND: { http: 404, rpc: -32007, exit: 7, title: 'Session not found', message: 'Session not found.' },
+  SESSION_BUSY: { http: 409, rpc: -32008, exit: 8, title: 'Session busy', message: 'A turn is already running on this session.' },
+  SESSION_ARCHIVED: { http: 409, rpc: -32009, exit: 9, title: 'Session archived', message: 'The session is archived and read-only.' },
+  IDEMPOTENCY_CONFLICT: {
+    http: 422, rpc: -32010, exit: 10, title: 'Idempotency conflict',
+    message: 'This Idempotency-Key was already used with a different request.',
+  },
+  PAYLOAD_TOO_LARGE: { http: 413, rpc: -32011, exit: 11, title: 'Payload too large', message: 'The request body is too large.' },
+  RATE_LIMITED: { http: 429, rpc: -32012, exit: 12, title: 'Rate limited', message: 'Too many requests.' },
+  BUDGET_EXCEEDED: { http: 429, rpc: -32013, exit: 13, title: 'Budget exceeded', message: "The session's max_total_tokens budget is spent." },
+  PROVIDER_NOT_CONFIGURED: {
+    http: 503, rpc: -32014, exit: 14, title: 'Provider not configured',
+    message: "The model's provider has no credentials or endpoint configured.",
+  },
+  PROVIDER_ERROR: { http: 502, rpc: -32015, exit: 15, title: 'Provider error', message: 'The LLM provider failed.' },
+  PROVIDER_TIMEOUT: { http: 504, rpc: -32016, exit: 16, title: 'Provider timeout', message: 'The LLM provider did not answer in time.' },
+  INTERNAL: { http: 500, rpc: -32017, exit: 17, title: 'Internal error', message: 'Internal error.' },
+  // Appended after the contract's first table (codes are append-only).
+  ROUTE_NOT_FOUND: { http: 404, rpc: -32601, exit: 18, title: 'Not found', message: 'No such route or method.' },
+  SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
+  INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },
+} as const satisfies Record<string, ErrorRow>
+
+export interface ErrorRow {
+  /** HTTP status on the REST surface. */
+  readonly http: number
+  /** JSON-RPC `error.code`, unique per row, in -32001…-32099 (or a JSON-RPC reserved code with the same meaning). */
+  readonly rpc: number
+  /** CLI exit code, unique per row, never 0 or 1. */
+  readonly exit: number
+  readonly title: string
+  /** Default message when the thrower gives none. */
+  readonly message: string
+}
+
+export type ErrorCode = keyof typeof ERROR_TABLE
+
+export const ERROR_CODES = Object.keys(ERROR_TABLE) as ErrorCode[]
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(ERROR_TABLE, value)
+}
+
+/**
+ * The one error type of the service. Surfaces map it through {@link ERROR_TABLE}
+ * only; `data` carries structured detail safe to show a client (e.g. the field).
+ */
+export class BurrowError extends Error {
+  readonly code: ErrorCode
+  readonly data: Record<string, unknown> | undefined
+
+  constructor(code: ErrorCode, message?: string, data?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(message ?? ERROR_TABLE[code].message, options)
+    this.name = 'BurrowError'
+    this.code = code
+    this.data = data
+  }
+
+  get status(): number {
+    return ERROR_TABLE[this.code].http
+  }
+}
+
+/** `INVALID_REQUEST` naming the offending field (a JSON-pointer-like path such as `body/model`). */
+export function invalidRequest(field: string, problem: string): BurrowError {
+  return new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
+}
+
+/** Wraps anything thrown into a BurrowError; unknown errors become `INTERNAL` (the cause is kept for logs). */
+export function toBurrowError(err: unknown): BurrowError {
+  if (err instanceof BurrowError) return err
+  return new BurrowError('INTERNAL', undefined, undefined, { cause: err })
+}

@@ -1,0 +1,69 @@
+import type { ContentBlock, Message, ToolCall } from './messages.js'
+import type { SessionConfig } from './session-record.js'
+
+/**
+ * Event types (contract §5). Every type except `text_delta` is stored in the event
+ * log and replayable. `assistant_message` records each completed LLM step (the
+ * assistant's message and that call's usage) so history can be rebuilt from the log.
+ */
+export const EVENT_TYPES = [
+  'session_created',
+  'turn_started',
+  'text_delta',
+  'assistant_message',
+  'tool_call',
+  'tool_result',
+  'turn_requires_action',
+  'turn_completed',
+  'turn_failed',
+  'compaction_started',
+  'compaction_completed',
+  'compaction_failed',
+  'memory_indexed',
+  'session_archived',
+] as const
+
+export type EventType = (typeof EVENT_TYPES)[number]
+
+/** Stream-only control frame sent before a replay that cannot start where asked. */
+export const STREAM_TRUNCATED = 'stream_truncated'
+
+export interface Usage { input_tokens: number; output_tokens: number }
+
+/**
+ * The event envelope, identical on every surface.
+ * Invariant: for stored events `seq` is per-session monotonic and gapless from 1.
+ * A `text_delta` is not stored: it carries the seq of the last stored event before it.
+ */
+export interface EventEnvelope<T extends EventType = EventType> {
+  seq: number
+  session_id: string
+  turn: number
+  type: T
+  at: string
+  data: EventData[T]
+}
+
+export interface EventData {
+  session_created: { config: SessionConfig }
+  turn_started: { input: ContentBlock[] | null; continuation: boolean; max_tokens?: number }
+  text_delta: { text: string }
+  assistant_message: { message: Message; usage: Usage; stop_reason: string; model: string; step: number; client_tool_call_ids?: string[] }
+  tool_call: ToolCall & { executor: 'client' | 'server' }
+  tool_result: { tool_call_id: string; name: string; content: ContentBlock[] | string; is_error: boolean; synthetic?: boolean }
+  turn_requires_action: { tool_calls: ToolCall[] }
+  turn_completed: { output_text: string; usage: Usage; stop_reason: string }
+  turn_failed: { code: string; message: string; reason?: string; usage: Usage }
+  compaction_started: { input_tokens: number; estimated_history_tokens: number; message_count: number }
+  compaction_completed: {
+    summary_tokens: number; messages_before: number; messages_after: number; summary: string
+    discarded_seq_range: [number, number] | null
+  }
+  compaction_failed: { error: string; code?: string }
+  memory_indexed: { entries: number }
+  session_archived: Record<string, never>
+}
+
+export function isStoredEventType(type: EventType): boolean {
+  return type !== 'text_delta'
+}

@@ -1,0 +1,66 @@
+import type { Message, ToolCall, ToolDefinition, ToolResultBlock } from './messages.js'
+import type { SessionStatus } from './wire.js'
+
+export interface EffectiveCompaction {
+  auto_compact_threshold: number
+  recent_turn_budget: number
+  max_summary_tokens: number
+  min_turns_between_compactions: number
+  max_history_messages: number | null
+}
+
+/** What a session was created with; carried in full by its `session_created` event. */
+export interface SessionConfig {
+  tenant: string
+  model: string
+  system_prompt: string
+  metadata: Record<string, string>
+  memory: boolean
+  compaction: EffectiveCompaction | null
+  tools: ToolDefinition[]
+  max_total_tokens: number | null
+}
+
+export interface TokenTotals { input_tokens: number; output_tokens: number; compaction_tokens: number }
+
+/** The turn that has started and not yet ended. */
+export interface OpenTurn {
+  turn: number
+  /** `running` while the loop works; `requires_action` while it waits for client tool results. */
+  state: 'running' | 'requires_action'
+  first_seq: number
+  /** Tool calls of the last assistant message still without a result, in call order. */
+  pending_tool_calls: ToolCall[]
+  /** Which of those are client-executed (the rest run inside the loop). */
+  client_tool_call_ids: string[]
+  /** Results gathered so far for `pending_tool_calls`. */
+  results: ToolResultBlock[]
+}
+
+/**
+ * A session's state, derived from its event log by the session reducer and nothing
+ * else: `rebuild(log)` equals the live record. Snapshots of it are a cache.
+ */
+export interface SessionRecord {
+  session_id: string
+  created_at: string
+  updated_at: string
+  status: SessionStatus
+  config: SessionConfig
+  /** The history sent to the provider (after compactions). */
+  messages: Message[]
+  /** For each message, the seq of the event that added it (parallel to `messages`). */
+  message_seqs: number[]
+  turn_count: number
+  last_seq: number
+  usage: TokenTotals
+  usage_by_turn: Array<TokenTotals & { turn: number }>
+  tool_stats: Record<string, { calls: number; failures: number }>
+  open_turn: OpenTurn | null
+  /** Input tokens the provider reported on the last LLM call. */
+  last_input_tokens: number
+  /** LLM-call boundaries seen by this session (compaction cadence). */
+  session_boundary_index: number
+  last_compaction_boundary_index: number | null
+  compactions: number
+}

@@ -1,0 +1,73 @@
+import type { EventEnvelope } from './events.js'
+import type { SessionId } from './ids.js'
+import type {
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
+  MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView,
+  StartTurn, TurnResult,
+} from './wire.js'
+
+/**
+ * Who is calling and how to reach them. Surfaces fill it from their transport;
+ * the service authenticates `apiKey` itself, so every surface inherits tenancy.
+ */
+export interface CallContext {
+  /** The credential as presented (bearer token, `?access_token=`), or undefined. */
+  apiKey?: string | undefined
+  /** Correlates logs and problem bodies. */
+  requestId: string
+  /** A client-chosen key: the same key and request return the first result without re-running. */
+  idempotencyKey?: string | undefined
+  /** Receives the call's events as they happen (a turn's own stream), text deltas included. */
+  onEvent?: ((event: EventEnvelope) => void) | undefined
+}
+
+/** A control frame a subscription may yield besides events. */
+export type StreamControl =
+  | { type: 'stream_truncated'; session_id: string | null; data: { requested_after: number; first_seq: number; reason: string } }
+  | { type: 'stream_closed'; session_id: string | null; data: { reason: 'slow_consumer' | 'shutdown' | 'session_deleted' } }
+
+export type StreamFrame = { kind: 'event'; event: EventEnvelope } | { kind: 'control'; control: StreamControl }
+
+/**
+ * A live subscription: replayed events first, then live ones, with no gap and no
+ * duplicate at the seam. Iteration ends after a `stream_closed` frame or `close()`.
+ */
+export interface EventSubscription extends AsyncIterable<StreamFrame> {
+  close(): void
+}
+
+export interface SubscribeOptions {
+  /** Replay stored events with seq > after, then tail. Undefined: live only. */
+  after?: number | undefined
+}
+
+/**
+ * The one service every surface adapts. Every method authenticates `ctx`, scopes
+ * to the caller's tenant (another tenant's session is `SESSION_NOT_FOUND`) and
+ * throws only `BurrowError`.
+ */
+export interface SessionService {
+  createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated>
+  startTurn(id: SessionId, req: StartTurn, ctx: CallContext): Promise<TurnResult>
+  /** Continues a persisted session, loading it if this process has not. */
+  resume(id: SessionId, req: ResumeTurn, ctx: CallContext): Promise<TurnResult>
+  read(id: SessionId, ctx: CallContext): Promise<SessionView>
+  list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>>
+  archive(id: SessionId, ctx: CallContext): Promise<void>
+  delete(id: SessionId, ctx: CallContext): Promise<void>
+  compact(id: SessionId, ctx: CallContext): Promise<CompactionOutcome>
+  interrupt(id: SessionId, ctx: CallContext): Promise<InterruptResult>
+  /** One session's events (`id`), or every session of the caller's tenant (`null`, live only). */
+  subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
+  searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult>
+  addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded>
+  /** Resolves the caller's tenant or throws `UNAUTHORIZED` (for surfaces that gate before calling). */
+  authenticate(ctx: CallContext): string
+  capabilities(): Capabilities
+  /** False while starting or shutting down. */
+  ready(): boolean
+  /** Stops new work, lets running turns finish within `graceMs`, then interrupts them; closes streams. */
+  shutdown(graceMs: number): Promise<void>
+}
+
+export type { SessionStatus }

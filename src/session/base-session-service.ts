@@ -1,0 +1,372 @@
+import { v7 as uuidv7 } from 'uuid'
+import { BurrowError, invalidRequest, toBurrowError } from '../core/errors.js'
+import type { EventEnvelope } from '../core/events.js'
+import { isSessionId } from '../core/ids.js'
+import type { ProviderRegistry } from '../core/llm.js'
+import type { Logger } from '../core/logger.js'
+import type { ContentBlock } from '../core/messages.js'
+import type { EffectiveCompaction, SessionConfig, SessionRecord } from '../core/session-record.js'
+import type { CallContext, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
+import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
+import type { Telemetry } from '../core/telemetry.js'
+import type { BuiltinTool } from '../core/tools.js'
+import type {
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
+  MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+} from '../core/wire.js'
+import type { Authenticator } from './authenticator.js'
+import { EventHub } from './event-hub.js'
+import { Idempotency } from './idempotency.js'
+import { LiveSession, type CommitFn } from './live-session.js'
+import { applyEvent } from './session-reducer.js'
+import { assertBudget, closeOpenTurn, TurnRunner, type BeforeLlmCall, type TurnStart } from './turn-runner.js'
+import { toCreated } from './views.js'
+
+export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
+
+export interface ServiceLimits {
+  maxSteps: number
+  defaultMaxTokens: number
+  /** Stored events kept per live session for SSE replay without a store. */
+  eventBuffer: number
+  /** Frames a subscriber may fall behind before it is dropped. */
+  subscriberQueue: number
+  /** Live sessions kept in memory; the least recently used idle ones are evicted. */
+  maxLiveSessions: number
+}
+
+export interface SessionServiceDeps {
+  providers: ProviderRegistry
+  auth: Authenticator
+  idempotency: IdempotencyStore
+  telemetry: Telemetry
+  logger: Logger
+  version: string
+  capabilities: ServiceCapabilities
+  limits: ServiceLimits
+  compactionDefaults: EffectiveCompaction
+  builtinTools?: readonly BuiltinTool[]
+  beforeLlmCall?: BeforeLlmCall
+}
+
+/**
+ * Everything sessions share whatever the storage: tenancy, validation, the live
+ * session table, one-turn-at-a-time, idempotency, the agent loop and event fan-out.
+ * Subclasses decide how sessions are found and how events are committed.
+ */
+export abstract class BaseSessionService implements SessionService {
+  protected readonly live = new Map<string, LiveSession>()
+  protected readonly hub: EventHub
+  protected readonly runner: TurnRunner
+  private readonly idem: Idempotency
+  private shuttingDown = false
+
+  constructor(protected readonly deps: SessionServiceDeps) {
+    this.hub = new EventHub({ bufferSize: deps.limits.eventBuffer, queueLimit: deps.limits.subscriberQueue })
+    this.idem = new Idempotency(deps.idempotency)
+    this.runner = new TurnRunner({
+      providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.beforeLlmCall,
+      maxSteps: deps.limits.maxSteps, defaultMaxTokens: deps.limits.defaultMaxTokens,
+      telemetry: deps.telemetry, logger: deps.logger,
+    })
+  }
+
+  // ---- storage seams ------------------------------------------------------------------
+
+  /** Persists committed events (and the record they produced). */
+  protected abstract commitFn(): CommitFn
+  /** Finds a session not live in this process (undefined when it does not exist). */
+  protected abstract loadRecord(id: string): Promise<SessionRecord | undefined>
+  /** Stored events of a session in `(after, upTo]`, for replays. */
+  protected abstract storedEvents(id: string, after: number, upTo: number): Promise<EventEnvelope[]>
+
+  abstract read(id: string, ctx: CallContext): Promise<SessionView>
+  abstract list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>>
+  abstract archive(id: string, ctx: CallContext): Promise<void>
+  abstract delete(id: string, ctx: CallContext): Promise<void>
+  abstract resume(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult>
+
+  // ---- operations ---------------------------------------------------------------------
+
+  authenticate(ctx: CallContext): string {
+    return this.deps.auth.tenantFor(ctx.apiKey)
+  }
+
+  capabilities(): Capabilities {
+    return {
+      ...this.deps.capabilities, version: this.deps.version, auth: this.deps.auth.enabled,
+      default_model: this.deps.providers.defaultModel(), providers: this.deps.providers.status(),
+    }
+  }
+
+  ready(): boolean { return !this.shuttingDown }
+
+  async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
+    const tenant = this.authenticate(ctx)
+    this.refuseWhenShuttingDown()
+    return this.idempotent(ctx, tenant, 'session/create', null, req, async () => {
+      const config = this.configFor(tenant, req)
+      const id = uuidv7()
+      const event: EventEnvelope<'session_created'> = {
+        seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config },
+      }
+      const created = applyEvent(undefined, event)
+      await this.commitFn()([event], created)
+      this.adopt(created)
+      this.hub.publish(event)
+      return toCreated(created)
+    })
+  }
+
+  async startTurn(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
+    const tenant = this.authenticate(ctx)
+    return this.turn(tenant, id, req, ctx, 'turn/start')
+  }
+
+  protected async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
+    this.refuseWhenShuttingDown()
+    const session = await this.session(tenant, id)
+    return this.idempotent(ctx, tenant, op, id, req, async () => {
+      const start = this.turnStart(session, req)
+      return this.runTurn(session, start, ctx)
+    }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
+  }
+
+  async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
+    const tenant = this.authenticate(ctx)
+    const session = await this.session(tenant, id)
+    const running = session.running
+    if (running) {
+      running.controller.abort(new BurrowError('INTERRUPTED', 'The turn was interrupted by a client.'))
+      await running.done.catch(() => undefined)
+      return { session_id: id, interrupted: true, turn: running.turn }
+    }
+    const open = session.record.open_turn
+    if (open) {
+      await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
+      return { session_id: id, interrupted: true, turn: open.turn }
+    }
+    return { session_id: id, interrupted: false, turn: null }
+  }
+
+  async compact(_id: string, ctx: CallContext): Promise<CompactionOutcome> {
+    this.authenticate(ctx)
+    if (!this.deps.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    throw new BurrowError('INTERNAL', 'Compaction is not available in this build.')
+  }
+
+  async subscribe(id: string | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription> {
+    const tenant = this.authenticate(ctx)
+    this.refuseWhenShuttingDown()
+    if (id === null) {
+      const sub = this.hub.subscribeTenant(tenant)
+      if (opts.after !== undefined) {
+        sub.control({ type: 'stream_truncated', session_id: null, data: { requested_after: opts.after, first_seq: 0, reason: 'live_only' } })
+      }
+      return sub
+    }
+    const session = await this.session(tenant, id)
+    const sub = this.hub.subscribeSession(session.id)
+    if (opts.after !== undefined && opts.after < session.record.last_seq) {
+      sub.hold()
+      try {
+        const upTo = session.record.last_seq
+        const start = this.hub.bufferStart(session.id)
+        let replay: EventEnvelope[]
+        if (start !== null && start <= opts.after + 1) {
+          replay = this.hub.buffered(session.id, opts.after, upTo)
+        } else {
+          replay = await this.storedEvents(session.id, opts.after, upTo)
+        }
+        const first = replay[0]?.seq ?? upTo + 1
+        if (first > opts.after + 1) {
+          sub.control({ type: 'stream_truncated', session_id: session.id, data: { requested_after: opts.after, first_seq: first, reason: 'events_unavailable' } })
+        }
+        sub.release(replay)
+      } catch (err) {
+        sub.close()
+        throw toBurrowError(err)
+      }
+    }
+    return sub
+  }
+
+  async searchMemory(_q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
+    this.authenticate(ctx)
+    throw new BurrowError('MEMORY_STORE_DISABLED')
+  }
+
+  async addMemory(_entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
+    this.authenticate(ctx)
+    throw new BurrowError('MEMORY_STORE_DISABLED')
+  }
+
+  async shutdown(graceMs: number): Promise<void> {
+    this.shuttingDown = true
+    this.hub.closeAll('shutdown')
+    const running = () => [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))
+    const all = Promise.allSettled(running().map((r) => r.done))
+    let timer: NodeJS.Timeout | undefined
+    const graceOver = new Promise<'timeout'>((res) => { timer = setTimeout(() => res('timeout'), graceMs) })
+    const outcome = await Promise.race([all.then(() => 'done' as const), graceOver])
+    clearTimeout(timer)
+    if (outcome === 'timeout') {
+      const left = running()
+      for (const r of left) r.controller.abort(new BurrowError('INTERRUPTED', 'The service is shutting down.', { reason: 'shutdown' }))
+      await Promise.allSettled(left.map((r) => r.done))
+    }
+    await this.closeStorage()
+  }
+
+  protected async closeStorage(): Promise<void> {}
+
+  // ---- shared machinery -------------------------------------------------------------
+
+  /** The caller's live session, loading it if needed; another tenant's is not found. */
+  protected async session(tenant: string, id: string): Promise<LiveSession> {
+    if (!isSessionId(id)) throw new BurrowError('SESSION_NOT_FOUND', `Session ${String(id).slice(0, 64)} not found.`)
+    let s = this.live.get(id)
+    if (!s) {
+      const record = await this.loadRecord(id)
+      if (record) s = this.live.get(id) ?? this.adopt(record)
+    }
+    if (!s || s.tenant !== tenant) throw new BurrowError('SESSION_NOT_FOUND', `Session ${id} not found.`)
+    if (s.broken) {
+      this.forget(id)
+      return this.session(tenant, id)
+    }
+    s.lastActive = Date.now()
+    return s
+  }
+
+  /** Makes a record live in this process. */
+  protected adopt(record: SessionRecord): LiveSession {
+    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e))
+    this.live.set(record.session_id, s)
+    this.hub.open(record.session_id, record.config.tenant)
+    this.evictIdle()
+    return s
+  }
+
+  protected forget(id: string): void {
+    this.live.delete(id)
+    this.hub.drop(id)
+  }
+
+  private evictIdle(): void {
+    if (this.live.size <= this.deps.limits.maxLiveSessions) return
+    const idle = [...this.live.values()]
+      .filter((s) => !s.running && !s.record.open_turn && this.hub.subscriberCount(s.id) === 0)
+      .sort((a, b) => a.lastActive - b.lastActive)
+    for (const s of idle) {
+      if (this.live.size <= this.deps.limits.maxLiveSessions) break
+      this.deps.logger.debug({ session_id: s.id }, 'evicting idle session from memory')
+      this.forget(s.id)
+    }
+  }
+
+  private configFor(tenant: string, req: CreateSession): SessionConfig {
+    const caps = this.deps.capabilities
+    if (req.compaction !== undefined && !caps.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+    const model = req.model ?? this.deps.providers.defaultModel()
+    this.deps.providers.resolve(model)
+    const names = new Set<string>()
+    const builtinNames = new Set((this.deps.builtinTools ?? []).map((t) => t.definition.name))
+    for (const [i, t] of (req.tools ?? []).entries()) {
+      if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
+      if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
+      names.add(t.name)
+    }
+    return {
+      tenant,
+      model,
+      system_prompt: req.system_prompt ?? '',
+      metadata: { ...(req.metadata ?? {}) },
+      memory: req.memory ?? false,
+      compaction: caps.session_compaction ? { ...this.deps.compactionDefaults, ...(req.compaction ?? {}) } : null,
+      tools: structuredClone(req.tools ?? []),
+      max_total_tokens: req.max_total_tokens ?? null,
+    }
+  }
+
+  /** Checks a turn request against the session's state; throws before anything is recorded. */
+  private turnStart(session: LiveSession, req: StartTurn): TurnStart {
+    if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
+    if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`, { turn: undefined })
+    const hasInput = req.input !== undefined
+    const hasResults = req.tool_results !== undefined
+    if (hasInput === hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
+    const open = session.record.open_turn
+    if (hasInput) {
+      if (open) {
+        const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
+        throw new BurrowError('SESSION_BUSY',
+          `Turn ${open.turn} is waiting for tool_results (${pending.join(', ')}); send them or interrupt the turn.`,
+          { pending_tool_call_ids: pending })
+      }
+      assertBudget(session)
+      this.deps.providers.resolve(session.record.config.model)
+      const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : structuredClone(req.input!)
+      return { kind: 'input', input, maxTokens: req.max_tokens }
+    }
+    if (!open || open.state !== 'requires_action') throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
+    const waiting = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id) && !open.results.some((r) => r.tool_use_id === c.id))
+    const ids = new Set(waiting.map((c) => c.id))
+    const seen = new Set<string>()
+    for (const [i, r] of req.tool_results!.entries()) {
+      if (!ids.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `'${r.tool_call_id}' is not a pending tool call (pending: ${[...ids].join(', ')})`)
+      if (seen.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `answers '${r.tool_call_id}' twice`)
+      seen.add(r.tool_call_id)
+    }
+    const missing = [...ids].filter((x) => !seen.has(x))
+    if (missing.length > 0) throw invalidRequest('body/tool_results', `must answer every pending tool call; missing: ${missing.join(', ')}`)
+    this.deps.providers.resolve(session.record.config.model)
+    return { kind: 'tool_results', results: req.tool_results!, maxTokens: req.max_tokens }
+  }
+
+  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
+    const controller = new AbortController()
+    const turn = start.kind === 'input' ? session.record.turn_count + 1 : session.record.open_turn!.turn
+    const t0 = performance.now()
+    session.callSink = ctx.onEvent ?? null
+    const done = this.runner.run(session, start, controller.signal)
+    session.running = { turn, controller, done }
+    try {
+      const result = await done
+      this.deps.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
+      return result
+    } catch (err) {
+      this.deps.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
+      throw err
+    } finally {
+      session.running = null
+      session.callSink = null
+    }
+  }
+
+  private async replayOutcome(id: string, outcome: IdempotencyRecord['outcome'], ctx: CallContext): Promise<void> {
+    if (!ctx.onEvent) return
+    const data = (outcome.ok ? outcome.value : outcome.data) as { first_seq?: number; last_seq?: number } | undefined
+    if (typeof data?.first_seq !== 'number' || typeof data.last_seq !== 'number') return
+    const events = this.hub.bufferStart(id) !== null && this.hub.bufferStart(id)! <= data.first_seq
+      ? this.hub.buffered(id, data.first_seq - 1, data.last_seq)
+      : await this.storedEvents(id, data.first_seq - 1, data.last_seq)
+    for (const e of events) ctx.onEvent(e)
+  }
+
+  protected idempotent<T>(ctx: CallContext, tenant: string, op: string, sessionId: string | null, body: unknown, run: () => Promise<T>,
+    onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>): Promise<T> {
+    if (!ctx.idempotencyKey) return run()
+    return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
+  }
+
+  protected refuseWhenShuttingDown(): void {
+    if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')
+  }
+}
+
+/** Keys are scoped by tenant and session, so clients cannot collide across either. */
+export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {
+  return `${tenant}\u0000${sessionId ?? '-'}\u0000${key}`
+}

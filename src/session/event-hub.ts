@@ -1,0 +1,99 @@
+import type { EventEnvelope } from '../core/events.js'
+import type { StreamControl } from '../core/session-service.js'
+import { Subscription } from './subscription.js'
+
+/** Fixed-capacity buffer of a session's most recent stored events, for replay. */
+class RecentEvents {
+  private readonly items: EventEnvelope[] = []
+  private start = 0
+  constructor(private readonly capacity: number) {}
+  push(e: EventEnvelope): void {
+    if (this.capacity <= 0) return
+    if (this.items.length - this.start >= this.capacity) this.start++
+    this.items.push(e)
+    if (this.start > 1024 && this.start * 2 > this.items.length) { this.items.splice(0, this.start); this.start = 0 }
+  }
+  /** Seq of the oldest event kept, or null when empty. */
+  firstSeq(): number | null { return this.items.length > this.start ? this.items[this.start]!.seq : null }
+  after(seq: number, upTo = Infinity): EventEnvelope[] {
+    const out: EventEnvelope[] = []
+    for (let i = this.start; i < this.items.length; i++) {
+      const e = this.items[i]!
+      if (e.seq > seq && e.seq <= upTo) out.push(e)
+    }
+    return out
+  }
+}
+
+interface Channel { tenant: string; recent: RecentEvents; subs: Set<Subscription> }
+
+/**
+ * Fan-out of events to subscribers, per session and per tenant, plus a bounded
+ * per-session replay buffer. Publishing is synchronous and never waits on a reader.
+ */
+export class EventHub {
+  private readonly channels = new Map<string, Channel>()
+  private readonly tenantSubs = new Map<string, Set<Subscription>>()
+
+  constructor(private readonly opts: { bufferSize: number; queueLimit: number }) {}
+
+  open(sessionId: string, tenant: string): void {
+    if (!this.channels.has(sessionId)) this.channels.set(sessionId, { tenant, recent: new RecentEvents(this.opts.bufferSize), subs: new Set() })
+  }
+
+  publish(e: EventEnvelope): void {
+    const ch = this.channels.get(e.session_id)
+    if (!ch) return
+    if (e.type !== 'text_delta') ch.recent.push(e)
+    for (const s of ch.subs) s.push(e)
+    const ts = this.tenantSubs.get(ch.tenant)
+    if (ts) for (const s of ts) s.push(e)
+  }
+
+  /** Events still buffered with `after < seq <= upTo`. */
+  buffered(sessionId: string, after: number, upTo = Infinity): EventEnvelope[] {
+    return this.channels.get(sessionId)?.recent.after(after, upTo) ?? []
+  }
+
+  bufferStart(sessionId: string): number | null {
+    return this.channels.get(sessionId)?.recent.firstSeq() ?? null
+  }
+
+  /** A live subscription to one session, registered synchronously (no event can slip between). */
+  subscribeSession(sessionId: string): Subscription {
+    const ch = this.channels.get(sessionId)
+    if (!ch) throw new Error(`no channel for ${sessionId}`)
+    const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId)
+    ch.subs.add(sub)
+    return sub
+  }
+
+  subscribeTenant(tenant: string): Subscription {
+    let set = this.tenantSubs.get(tenant)
+    if (!set) { set = new Set(); this.tenantSubs.set(tenant, set) }
+    const s = set
+    const sub = new Subscription(this.opts.queueLimit, (x) => {
+      s.delete(x)
+      if (s.size === 0 && this.tenantSubs.get(tenant) === s) this.tenantSubs.delete(tenant)
+    }, null)
+    s.add(sub)
+    return sub
+  }
+
+  subscriberCount(sessionId: string): number {
+    return this.channels.get(sessionId)?.subs.size ?? 0
+  }
+
+  /** Forgets a session (evicted or deleted); its subscribers get `control` and end. */
+  drop(sessionId: string, control?: StreamControl): void {
+    const ch = this.channels.get(sessionId)
+    if (!ch) return
+    this.channels.delete(sessionId)
+    for (const s of [...ch.subs]) control ? s.closeWith(control) : s.close()
+  }
+
+  closeAll(reason: 'shutdown'): void {
+    for (const [id, ch] of this.channels) for (const s of [...ch.subs]) s.closeWith({ type: 'stream_closed', session_id: id, data: { reason } })
+    for (const set of this.tenantSubs.values()) for (const s of [...set]) s.closeWith({ type: 'stream_closed', session_id: null, data: { reason } })
+  }
+}

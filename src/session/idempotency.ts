@@ -1,0 +1,81 @@
+import { createHash } from 'node:crypto'
+import { BurrowError } from '../core/errors.js'
+import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
+
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
+
+/** JSON with sorted keys, so a retried body matches whatever its key order. */
+export function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null'
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`
+  const o = v as Record<string, unknown>
+  return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`
+}
+
+export function fingerprint(op: string, body: unknown): string {
+  return createHash('sha256').update(op).update('\0').update(canonicalJson(body)).digest('hex')
+}
+
+export interface IdempotentCall<T> {
+  key: string
+  op: string
+  body: unknown
+  run: () => Promise<T>
+  /** Called with a remembered outcome before it is returned (e.g. to replay a turn's events). */
+  onReplay?: ((outcome: IdempotencyRecord['outcome']) => Promise<void>) | undefined
+}
+
+/**
+ * Runs a call at most once per key: a retry with the same request gets the first
+ * outcome (waiting for it if still running); a different request under the same
+ * key is `IDEMPOTENCY_CONFLICT`. Errors are remembered only when the call did work
+ * (a failed turn carries `data.turn`); rejected requests can be retried.
+ */
+export class Idempotency {
+  private readonly inflight = new Map<string, { fp: string; done: Promise<unknown> }>()
+
+  constructor(private readonly store: IdempotencyStore, private readonly ttlMs = IDEMPOTENCY_TTL_MS) {}
+
+  async run<T>(c: IdempotentCall<T>): Promise<T> {
+    const fp = fingerprint(c.op, c.body)
+    const running = this.inflight.get(c.key)
+    if (running) {
+      if (running.fp !== fp) throw conflict()
+      await running.done.catch(() => undefined)
+    }
+    const rec = await this.store.get(c.key)
+    if (rec && Date.now() - rec.created_at < this.ttlMs) {
+      if (rec.fingerprint !== fp) throw conflict()
+      if (c.onReplay) await c.onReplay(rec.outcome)
+      if (rec.outcome.ok) return rec.outcome.value as T
+      throw new BurrowError(rec.outcome.code as BurrowError['code'], rec.outcome.message, { ...rec.outcome.data, replayed: true })
+    }
+    const done = this.execute(c, fp)
+    this.inflight.set(c.key, { fp, done })
+    try {
+      return await done
+    } finally {
+      this.inflight.delete(c.key)
+    }
+  }
+
+  private async execute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
+    try {
+      const value = await c.run()
+      await this.store.put(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: true, value } })
+      return value
+    } catch (err) {
+      if (err instanceof BurrowError && err.data && typeof err.data.turn === 'number') {
+        await this.store.put(c.key, {
+          fingerprint: fp, created_at: Date.now(),
+          outcome: { ok: false, code: err.code, message: err.message, data: err.data },
+        })
+      }
+      throw err
+    }
+  }
+}
+
+function conflict(): BurrowError {
+  return new BurrowError('IDEMPOTENCY_CONFLICT', undefined, { field: 'header/idempotency-key' })
+}

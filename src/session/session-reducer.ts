@@ -1,0 +1,136 @@
+import type { EventEnvelope, EventData } from '../core/events.js'
+import type { ToolResultBlock } from '../core/messages.js'
+import { toolUsesOf } from '../core/messages.js'
+import type { SessionRecord, TokenTotals } from '../core/session-record.js'
+
+/**
+ * The only code that changes a session's state: the live path and a rebuild from
+ * the log both fold events through it, so `rebuild(log) == live record` by construction.
+ * Pure apart from mutating `record`; `text_delta` is ignored.
+ */
+export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope): SessionRecord {
+  if (e.type === 'session_created') return created(e as EventEnvelope<'session_created'>)
+  if (!record) throw new Error(`event ${e.type} before session_created`)
+  if (e.type === 'text_delta') return record
+  if (e.seq !== record.last_seq + 1) throw new Error(`seq gap: ${record.last_seq} -> ${e.seq}`)
+  record.last_seq = e.seq
+  record.updated_at = e.at
+  switch (e.type) {
+    case 'turn_started': turnStarted(record, e as EventEnvelope<'turn_started'>); break
+    case 'assistant_message': assistantMessage(record, e as EventEnvelope<'assistant_message'>); break
+    case 'tool_call': {
+      const d = e.data as EventData['tool_call']
+      const s = (record.tool_stats[d.name] ??= { calls: 0, failures: 0 })
+      s.calls++
+      break
+    }
+    case 'tool_result': toolResult(record, e as EventEnvelope<'tool_result'>); break
+    case 'turn_requires_action': if (record.open_turn) record.open_turn.state = 'requires_action'; break
+    case 'turn_completed':
+    case 'turn_failed': record.open_turn = null; break
+    case 'session_archived': record.status = 'archived'; break
+    default: break
+  }
+  return record
+}
+
+function created(e: EventEnvelope<'session_created'>): SessionRecord {
+  if (e.seq !== 1) throw new Error('session_created must be seq 1')
+  const d = e.data
+  return {
+    session_id: e.session_id,
+    created_at: e.at,
+    updated_at: e.at,
+    status: 'active',
+    config: structuredClone(d.config),
+    messages: [],
+    message_seqs: [],
+    turn_count: 0,
+    last_seq: 1,
+    usage: zero(),
+    usage_by_turn: [],
+    tool_stats: {},
+    open_turn: null,
+    last_input_tokens: 0,
+    session_boundary_index: 0,
+    last_compaction_boundary_index: null,
+    compactions: 0,
+  }
+}
+
+function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
+  const d = e.data
+  if (d.continuation) {
+    if (r.open_turn) r.open_turn.state = 'running'
+    return
+  }
+  r.turn_count = e.turn
+  r.usage_by_turn.push({ turn: e.turn, ...zero() })
+  r.open_turn = {
+    turn: e.turn, state: 'running', first_seq: e.seq, pending_tool_calls: [], client_tool_call_ids: [], results: [],
+  }
+  if (d.input) pushMessage(r, { role: 'user', content: structuredClone(d.input) }, e.seq)
+}
+
+function assistantMessage(r: SessionRecord, e: EventEnvelope<'assistant_message'>): void {
+  const d = e.data
+  pushMessage(r, structuredClone(d.message), e.seq)
+  addUsage(r, e.turn, { input_tokens: d.usage.input_tokens, output_tokens: d.usage.output_tokens, compaction_tokens: 0 })
+  r.last_input_tokens = d.usage.input_tokens
+  r.session_boundary_index++
+  if (r.open_turn) {
+    r.open_turn.pending_tool_calls = toolUsesOf(d.message).map((b) => ({ id: b.id, name: b.name, input: b.input }))
+    r.open_turn.client_tool_call_ids = d.client_tool_call_ids ?? []
+    r.open_turn.results = []
+  }
+}
+
+function toolResult(r: SessionRecord, e: EventEnvelope<'tool_result'>): void {
+  const d = e.data
+  if (d.is_error) (r.tool_stats[d.name] ??= { calls: 0, failures: 0 }).failures++
+  const open = r.open_turn
+  if (!open) return
+  const block: ToolResultBlock = { type: 'tool_result', tool_use_id: d.tool_call_id, content: structuredClone(d.content) as ToolResultBlock['content'] }
+  if (d.is_error) block.is_error = true
+  open.results.push(block)
+  if (open.pending_tool_calls.every((c) => open.results.some((b) => b.tool_use_id === c.id))) {
+    // One tool-results message answering the calls in call order, as providers require.
+    const ordered = open.pending_tool_calls.map((c) => open.results.find((b) => b.tool_use_id === c.id)!)
+    pushMessage(r, { role: 'user', content: ordered }, e.seq)
+    open.pending_tool_calls = []
+    open.client_tool_call_ids = []
+    open.results = []
+  }
+}
+
+function pushMessage(r: SessionRecord, m: SessionRecord['messages'][number], seq: number): void {
+  r.messages.push(m)
+  r.message_seqs.push(seq)
+}
+
+function addUsage(r: SessionRecord, turn: number, u: TokenTotals): void {
+  r.usage.input_tokens += u.input_tokens
+  r.usage.output_tokens += u.output_tokens
+  r.usage.compaction_tokens += u.compaction_tokens
+  const t = r.usage_by_turn.find((x) => x.turn === turn)
+  if (t) {
+    t.input_tokens += u.input_tokens
+    t.output_tokens += u.output_tokens
+    t.compaction_tokens += u.compaction_tokens
+  }
+}
+
+export function zero(): TokenTotals {
+  return { input_tokens: 0, output_tokens: 0, compaction_tokens: 0 }
+}
+
+export function totalTokens(u: TokenTotals): number {
+  return u.input_tokens + u.output_tokens + u.compaction_tokens
+}
+
+/** Folds a whole log into a record (the rebuild path). */
+export function rebuild(events: Iterable<EventEnvelope>): SessionRecord | undefined {
+  let r: SessionRecord | undefined
+  for (const e of events) r = applyEvent(r, e)
+  return r
+}

@@ -1,0 +1,101 @@
+import type { EventEnvelope } from '../core/events.js'
+import type { EventSubscription, StreamControl, StreamFrame } from '../core/session-service.js'
+
+/**
+ * One subscriber's bounded queue. Publishing never blocks: a consumer that falls
+ * `limit` frames behind is dropped with a `stream_closed` (`slow_consumer`) frame
+ * and can reconnect with Last-Event-ID. Consecutive text deltas of one turn are
+ * coalesced while queued, so a slow reader of a fast stream costs little.
+ */
+export class Subscription implements EventSubscription {
+  private readonly queue: StreamFrame[] = []
+  private waiter: ((r: IteratorResult<StreamFrame>) => void) | null = null
+  private ended = false
+  private closing = false
+  /** Events published while a replay is loading; released after it (see `hold`). */
+  private held: EventEnvelope[] | null = null
+  private lastSeq = 0
+
+  constructor(
+    private readonly limit: number,
+    private readonly onClose: (s: Subscription) => void,
+    readonly sessionId: string | null,
+  ) {}
+
+  /** Delivers a live event; returns false once the subscription is closed. */
+  push(event: EventEnvelope): boolean {
+    if (this.closing || this.ended) return false
+    if (this.held) { this.held.push(event); return true }
+    if (event.type !== 'text_delta') {
+      if (event.seq <= this.lastSeq && this.sessionId !== null) return true // already replayed: no duplicate at the seam
+      if (this.sessionId !== null) this.lastSeq = event.seq
+    }
+    const last = this.queue[this.queue.length - 1]
+    if (event.type === 'text_delta' && last?.kind === 'event' && last.event.type === 'text_delta' &&
+        last.event.session_id === event.session_id && last.event.turn === event.turn) {
+      last.event = { ...last.event, data: { text: (last.event.data as { text: string }).text + (event.data as { text: string }).text } }
+      return true
+    }
+    if (this.queue.length >= this.limit) {
+      this.closeWith({ type: 'stream_closed', session_id: this.sessionId, data: { reason: 'slow_consumer' } })
+      return false
+    }
+    this.enqueue({ kind: 'event', event })
+    return true
+  }
+
+  control(c: StreamControl): void {
+    if (this.closing || this.ended) return
+    this.enqueue({ kind: 'control', control: c })
+  }
+
+  /** Starts buffering live events while older ones are loaded from the log. */
+  hold(): void { this.held = [] }
+
+  /** Emits `replayed` (ascending seq), then what arrived meanwhile, skipping duplicates. */
+  release(replayed: readonly EventEnvelope[]): void {
+    const held = this.held ?? []
+    this.held = null
+    for (const e of replayed) this.push(e)
+    for (const e of held) this.push(e)
+  }
+
+  /** Sends a final control frame, then ends the iteration once the queue is drained. */
+  closeWith(c: StreamControl): void {
+    if (this.closing || this.ended) return
+    this.queue.length = 0 // a dropped consumer gets the reason now, not after its backlog
+    this.enqueue({ kind: 'control', control: c })
+    this.closing = true
+    this.onClose(this)
+  }
+
+  close(): void {
+    if (this.ended) return
+    this.ended = true
+    this.queue.length = 0
+    this.onClose(this)
+    const w = this.waiter
+    this.waiter = null
+    w?.({ value: undefined, done: true })
+  }
+
+  get backlog(): number { return this.queue.length }
+
+  private enqueue(f: StreamFrame): void {
+    const w = this.waiter
+    if (w) { this.waiter = null; w({ value: f, done: false }); return }
+    this.queue.push(f)
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<StreamFrame> {
+    return {
+      next: () => {
+        const f = this.queue.shift()
+        if (f) return Promise.resolve({ value: f, done: false })
+        if (this.ended || this.closing) { this.close(); return Promise.resolve({ value: undefined, done: true }) }
+        return new Promise((resolve) => { this.waiter = resolve })
+      },
+      return: () => { this.close(); return Promise.resolve({ value: undefined, done: true }) },
+    }
+  }
+}

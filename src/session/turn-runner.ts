@@ -1,0 +1,215 @@
+import type { EventEnvelope } from '../core/events.js'
+import { BurrowError, toBurrowError, type ErrorCode } from '../core/errors.js'
+import type { LlmResponse, ProviderRegistry } from '../core/llm.js'
+import type { Logger } from '../core/logger.js'
+import { textOf, type ContentBlock, type ToolCall, type ToolResultInput, type ToolUseBlock } from '../core/messages.js'
+import type { Telemetry } from '../core/telemetry.js'
+import type { BuiltinTool } from '../core/tools.js'
+import type { TurnResult } from '../core/wire.js'
+import type { LiveSession, PendingEvent } from './live-session.js'
+import { totalTokens } from './session-reducer.js'
+
+/** Runs before every LLM call of the loop except a session's first (compaction plugs in here). */
+export type BeforeLlmCall = (session: LiveSession, turn: number, signal: AbortSignal) => Promise<void>
+
+export interface TurnRunnerDeps {
+  providers: ProviderRegistry
+  builtinTools: readonly BuiltinTool[]
+  beforeLlmCall?: BeforeLlmCall | undefined
+  /** LLM calls one turn may make before it ends with stop_reason `max_steps`. */
+  maxSteps: number
+  defaultMaxTokens: number
+  telemetry: Telemetry
+  logger: Logger
+}
+
+export type TurnStart =
+  | { kind: 'input'; input: ContentBlock[]; maxTokens?: number | undefined }
+  | { kind: 'tool_results'; results: ToolResultInput[]; maxTokens?: number | undefined }
+
+/**
+ * The agent loop. Every state change goes through `session.emit`, so the log alone
+ * can rebuild the session. On any failure the turn ends with `turn_failed`, open tool
+ * calls get synthetic error results, and the history stays valid to send again.
+ */
+export class TurnRunner {
+  constructor(private readonly deps: TurnRunnerDeps) {}
+
+  async run(session: LiveSession, start: TurnStart, signal: AbortSignal): Promise<TurnResult> {
+    const firstSeq = session.record.last_seq + 1
+    let turn: number
+    if (start.kind === 'input') {
+      turn = session.record.turn_count + 1
+      await session.emit(turn, [{ type: 'turn_started', data: { input: start.input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
+    } else {
+      turn = session.record.open_turn!.turn
+      const pending = session.record.open_turn!.pending_tool_calls
+      const byId = new Map(start.results.map((r) => [r.tool_call_id, r]))
+      const events: PendingEvent[] = [{ type: 'turn_started', data: { input: null, continuation: true } }]
+      for (const call of pending) {
+        const r = byId.get(call.id)
+        if (r) events.push({ type: 'tool_result', data: { tool_call_id: call.id, name: call.name, content: r.content, is_error: r.is_error === true } })
+      }
+      await session.emit(turn, events)
+    }
+    try {
+      return await this.loop(session, turn, firstSeq, start.maxTokens ?? this.deps.defaultMaxTokens, signal)
+    } catch (err) {
+      throw await this.fail(session, turn, firstSeq, err, signal)
+    }
+  }
+
+  private async loop(session: LiveSession, turn: number, firstSeq: number, maxTokens: number, signal: AbortSignal): Promise<TurnResult> {
+    const turnFirstSeq = session.record.open_turn?.first_seq ?? firstSeq
+    const builtins = this.deps.builtinTools.filter((t) => t.enabledFor({ memory: session.record.config.memory }))
+    const builtinByName = new Map(builtins.map((t) => [t.definition.name, t]))
+    const clientNames = new Set(session.record.config.tools.map((t) => t.name))
+    const tools = [...session.record.config.tools, ...builtins.map((t) => t.definition)]
+    for (let step = 1; ; step++) {
+      if (step > this.deps.maxSteps) return this.complete(session, turn, firstSeq, turnFirstSeq, 'max_steps')
+      checkBudget(session)
+      if (session.record.session_boundary_index > 0 && this.deps.beforeLlmCall) {
+        await this.deps.beforeLlmCall(session, turn, signal)
+        checkBudget(session)
+      }
+      if (signal.aborted) throw signal.reason
+      const resp = await this.callModel(session, turn, tools, maxTokens, signal)
+      const uses = resp.content.filter((b): b is ToolUseBlock => b.type === 'tool_use')
+      const clientIds = uses.filter((u) => clientNames.has(u.name) && !builtinByName.has(u.name)).map((u) => u.id)
+      const events: PendingEvent[] = [{
+        type: 'assistant_message',
+        data: {
+          message: { role: 'assistant', content: resp.content }, usage: resp.usage, stop_reason: resp.stopReason,
+          model: session.record.config.model, step, client_tool_call_ids: clientIds,
+        },
+      }]
+      for (const u of uses) events.push({ type: 'tool_call', data: { id: u.id, name: u.name, input: u.input, executor: clientIds.includes(u.id) ? 'client' : 'server' } })
+      await session.emit(turn, events)
+      if (uses.length === 0) return this.complete(session, turn, firstSeq, turnFirstSeq, resp.stopReason)
+
+      for (const u of uses) {
+        if (clientIds.includes(u.id)) continue
+        if (signal.aborted) throw signal.reason
+        const data = await this.runBuiltin(builtinByName.get(u.name), u, session, turn, signal)
+        await session.emit(turn, [{ type: 'tool_result', data }])
+      }
+      if (clientIds.length > 0) {
+        const calls: ToolCall[] = uses.filter((u) => clientIds.includes(u.id)).map((u) => ({ id: u.id, name: u.name, input: u.input }))
+        await session.emit(turn, [{ type: 'turn_requires_action', data: { tool_calls: calls } }])
+        return this.result(session, turn, firstSeq, turnFirstSeq, 'requires_action', resp.stopReason, calls)
+      }
+    }
+  }
+
+  private async callModel(session: LiveSession, turn: number, tools: TurnRunnerDeps['builtinTools'][number]['definition'][], maxTokens: number, signal: AbortSignal): Promise<LlmResponse> {
+    const { client, model } = this.deps.providers.resolve(session.record.config.model)
+    const t0 = performance.now()
+    let outcome: 'ok' | 'error' | 'timeout' | 'aborted' = 'ok'
+    try {
+      return await client.complete({
+        model,
+        system: session.record.config.system_prompt,
+        messages: session.record.messages,
+        tools,
+        maxTokens,
+        signal,
+      }, (d) => session.delta(turn, d.text))
+    } catch (err) {
+      outcome = signal.aborted ? 'aborted' : err instanceof BurrowError && err.code === 'PROVIDER_TIMEOUT' ? 'timeout' : 'error'
+      throw err
+    } finally {
+      this.deps.telemetry.providerCall(client.provider, outcome, (performance.now() - t0) / 1000)
+    }
+  }
+
+  private async runBuiltin(tool: BuiltinTool | undefined, u: ToolUseBlock, session: LiveSession, turn: number, signal: AbortSignal) {
+    const base = { tool_call_id: u.id, name: u.name }
+    if (!tool) return { ...base, content: `Unknown tool: ${u.name}. Available tools are listed in the request.`, is_error: true }
+    try {
+      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn, signal })
+      return { ...base, content: out.content, is_error: out.is_error === true }
+    } catch (err) {
+      if (signal.aborted) throw signal.reason
+      const e = toBurrowError(err)
+      this.deps.logger.warn({ err, tool: u.name, session_id: session.id }, 'builtin tool failed')
+      return { ...base, content: `Tool ${u.name} failed: ${e.code === 'INTERNAL' ? 'internal error' : e.message}`, is_error: true }
+    }
+  }
+
+  private async complete(session: LiveSession, turn: number, firstSeq: number, turnFirstSeq: number, stopReason: string): Promise<TurnResult> {
+    const usage = turnUsage(session, turn)
+    const outputText = outputTextSince(session, turnFirstSeq)
+    await session.emit(turn, [{ type: 'turn_completed', data: { output_text: outputText, usage: { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }, stop_reason: stopReason } }])
+    return this.result(session, turn, firstSeq, turnFirstSeq, 'completed', stopReason, [])
+  }
+
+  private result(session: LiveSession, turn: number, firstSeq: number, turnFirstSeq: number, status: TurnResult['status'], stopReason: string, toolCalls: ToolCall[]): TurnResult {
+    const r = session.record
+    const messages = r.messages.filter((_, i) => r.message_seqs[i]! >= firstSeq)
+    return {
+      session_id: r.session_id, turn, status, output_text: outputTextSince(session, turnFirstSeq), messages: structuredClone(messages),
+      tool_calls: toolCalls, usage: turnUsage(session, turn), stop_reason: stopReason, first_seq: firstSeq, last_seq: r.last_seq,
+    }
+  }
+
+  /** Ends the open turn as failed; returns the error the caller should see. */
+  private async fail(session: LiveSession, turn: number, firstSeq: number, err: unknown, signal: AbortSignal): Promise<BurrowError> {
+    const e = signal.aborted && !(err instanceof BurrowError && err.code !== 'INTERRUPTED')
+      ? (signal.reason instanceof BurrowError ? signal.reason : new BurrowError('INTERRUPTED'))
+      : toBurrowError(err)
+    if (e.code === 'INTERNAL') this.deps.logger.error({ err, session_id: session.id, turn }, 'turn failed')
+    if (session.broken) return e
+    try {
+      await closeOpenTurn(session, e.code, e.message, (e.data?.reason as string | undefined))
+    } catch (closeErr) {
+      this.deps.logger.error({ err: closeErr, session_id: session.id }, 'could not record turn_failed')
+      return new BurrowError('INTERNAL')
+    }
+    return new BurrowError(e.code, e.message, { ...e.data, turn, first_seq: firstSeq, last_seq: session.record.last_seq })
+  }
+}
+
+/**
+ * Ends a session's open turn with `turn_failed`: every tool call still without a
+ * result gets a synthetic error result first, so no tool call is left dangling.
+ */
+export async function closeOpenTurn(session: LiveSession, code: ErrorCode | string, message: string, reason?: string): Promise<EventEnvelope[]> {
+  const open = session.record.open_turn
+  if (!open) return []
+  const answered = new Set(open.results.map((r) => r.tool_use_id))
+  const events: PendingEvent[] = []
+  for (const c of open.pending_tool_calls) {
+    if (answered.has(c.id)) continue
+    events.push({ type: 'tool_result', data: { tool_call_id: c.id, name: c.name, content: `Tool call not completed: the turn ended (${code}).`, is_error: true, synthetic: true } })
+  }
+  const u = turnUsage(session, open.turn)
+  events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
+  return session.emit(open.turn, events)
+}
+
+function checkBudget(session: LiveSession): void {
+  const max = session.record.config.max_total_tokens
+  if (max !== null && totalTokens(session.record.usage) >= max) {
+    throw new BurrowError('BUDGET_EXCEEDED', `The session has used ${totalTokens(session.record.usage)} of its ${max} max_total_tokens.`)
+  }
+}
+
+export function assertBudget(session: LiveSession): void { checkBudget(session) }
+
+function turnUsage(session: LiveSession, turn: number) {
+  const t = session.record.usage_by_turn.findLast((x) => x.turn === turn)
+  return { input_tokens: t?.input_tokens ?? 0, output_tokens: t?.output_tokens ?? 0, compaction_tokens: t?.compaction_tokens ?? 0 }
+}
+
+function outputTextSince(session: LiveSession, firstSeq: number): string {
+  const r = session.record
+  const parts: string[] = []
+  for (let i = 0; i < r.messages.length; i++) {
+    const m = r.messages[i]!
+    if (m.role === 'assistant' && r.message_seqs[i]! >= firstSeq) {
+      const t = textOf(m.content)
+      if (t) parts.push(t)
+    }
+  }
+  return parts.join('\n\n')
+}

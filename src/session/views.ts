@@ -1,0 +1,39 @@
+import type { SessionRecord } from '../core/session-record.js'
+import type { SessionCreated, SessionSummary, SessionView } from '../core/wire.js'
+
+/** The public shapes of a session record (contract §3). */
+export function toCreated(r: SessionRecord): SessionCreated {
+  const c = r.config
+  return {
+    session_id: r.session_id, status: r.status, created_at: r.created_at, model: c.model, system_prompt: c.system_prompt,
+    metadata: { ...c.metadata }, memory: c.memory, compaction: c.compaction ? { ...c.compaction } : null,
+    tools: structuredClone(c.tools), max_total_tokens: c.max_total_tokens,
+  }
+}
+
+export function toView(r: SessionRecord, running: boolean): SessionView {
+  const c = r.config
+  const pending = r.open_turn?.state === 'requires_action'
+    ? r.open_turn.pending_tool_calls.filter((p) => r.open_turn!.client_tool_call_ids.includes(p.id) && !r.open_turn!.results.some((x) => x.tool_use_id === p.id))
+    : []
+  return {
+    session_id: r.session_id, status: r.status, created_at: r.created_at, updated_at: r.updated_at,
+    model: c.model, system_prompt: c.system_prompt, metadata: { ...c.metadata },
+    messages: structuredClone(r.messages), turn_count: r.turn_count,
+    usage: { ...r.usage, by_turn: r.usage_by_turn.map((t) => ({ ...t })) },
+    tool_stats: structuredClone(r.tool_stats),
+    compaction: c.compaction ? {
+      config: { ...c.compaction }, session_boundary_index: r.session_boundary_index,
+      last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
+    } : null,
+    memory: c.memory, tools: structuredClone(c.tools), max_total_tokens: c.max_total_tokens,
+    pending_tool_calls: structuredClone(pending), running, last_seq: r.last_seq,
+  }
+}
+
+export function toSummary(r: SessionRecord): SessionSummary {
+  return {
+    session_id: r.session_id, status: r.status, created_at: r.created_at, updated_at: r.updated_at,
+    model: r.config.model, metadata: { ...r.config.metadata }, turn_count: r.turn_count, last_seq: r.last_seq,
+  }
+}

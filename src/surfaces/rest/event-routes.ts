@@ -1,0 +1,67 @@
+import type {} from '@fastify/sse'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { invalidRequest } from '../../core/errors.js'
+import type { EventSubscription, SessionService } from '../../core/session-service.js'
+import { callContext } from './call-context.js'
+import { errors, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
+import { sseMessage } from './sse-frames.js'
+import type { RestMetrics } from './rest-api.js'
+
+/** How long a dropped (slow) reader gets to take its final frame before its socket is destroyed. */
+const DROP_GRACE_MS = 5_000
+
+export function eventRoutes(app: FastifyInstance, service: SessionService, metrics: RestMetrics): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>()
+
+  r.get('/v1/sessions/:id/events', {
+    sse: 'only',
+    schema: {
+      operationId: 'sessionEvents', tags: ['events'], summary: "Replay and tail a session's events (SSE)",
+      params: SessionParams, headers: SseHeaders, querystring: SseQuery,
+      response: { 200: SseResponse, ...errors('SESSION_NOT_FOUND', 'SHUTTING_DOWN') },
+    },
+  }, async (req, reply) => {
+    const after = resumePoint(req.query.after, req.headers['last-event-id'])
+    const sub = await service.subscribe(req.params.id, { after }, callContext(req, { queryToken: true }))
+    await pump(reply, sub, metrics)
+  })
+
+  r.get('/v1/events', {
+    sse: 'only',
+    schema: {
+      operationId: 'tenantEvents', tags: ['events'], summary: "Every session's events for the caller's tenant, live (SSE)",
+      headers: SseHeaders, querystring: SseQuery,
+      response: { 200: SseResponse, ...errors('SHUTTING_DOWN') },
+    },
+  }, async (req, reply) => {
+    const after = resumePoint(req.query.after, req.headers['last-event-id'])
+    const sub = await service.subscribe(null, { after }, callContext(req, { queryToken: true }))
+    await pump(reply, sub, metrics)
+  })
+}
+
+function resumePoint(after: number | undefined, lastEventId: string | undefined): number | undefined {
+  if (after !== undefined) return after
+  if (lastEventId === undefined) return undefined
+  const n = Number(lastEventId)
+  if (!Number.isSafeInteger(n) || n < 0) throw invalidRequest('header/last-event-id', 'must be a non-negative integer')
+  return n
+}
+
+/** Writes a subscription to the response, waiting on the socket (the subscription's queue absorbs bursts). */
+async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMetrics): Promise<void> {
+  const sse = reply.sse!
+  metrics.sseOpened()
+  sse.onClose(() => { sub.close(); metrics.sseClosed() })
+  sse.sendHeaders()
+  reply.raw.write(': connected\n\n')
+  for await (const frame of sub) {
+    if (!sse.isConnected) break
+    const final = frame.kind === 'control' && frame.control.type === 'stream_closed'
+    if (final) setTimeout(() => reply.raw.destroy(), DROP_GRACE_MS).unref()
+    await sse.send(sseMessage(frame))
+    if (final) break
+  }
+  sub.close()
+}

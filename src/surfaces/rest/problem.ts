@@ -1,0 +1,70 @@
+import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import type { Problem } from '../../core/wire.js'
+
+/** `application/problem+json` (RFC 9457) for a BurrowError: status and title come from the one code table. */
+export function problemOf(err: BurrowError, requestId: string): Problem {
+  const row = ERROR_TABLE[err.code]
+  const p: Problem = {
+    type: `urn:burrow:problem:${err.code}`,
+    title: row.title,
+    status: row.http,
+    detail: err.code === 'INTERNAL' ? row.message : err.message,
+    code: err.code,
+    request_id: requestId,
+  }
+  const field = err.data?.field
+  if (typeof field === 'string') p.field = field
+  if (err.data && err.code !== 'INTERNAL') {
+    const { field: _f, ...rest } = err.data
+    if (Object.keys(rest).length > 0) p.data = rest
+  }
+  return p
+}
+
+interface FastifyLikeError {
+  code?: string
+  statusCode?: number
+  message: string
+  validation?: Array<{ instancePath: string; message?: string; keyword: string; params: Record<string, unknown> }>
+  validationContext?: string
+}
+
+/** Maps what fastify itself throws (validation, body parsing, limits) onto the code table. */
+export function fromFastifyError(err: unknown): BurrowError {
+  if (err instanceof BurrowError) return err
+  const e = err as FastifyLikeError
+  if (e && Array.isArray(e.validation) && e.validation.length > 0) {
+    const v = e.validation[0]!
+    const part = e.validationContext ?? 'body'
+    let field = `${part}${v.instancePath}`
+    let problem = v.message ?? 'is invalid'
+    if (v.keyword === 'required') {
+      field = `${field}/${String(v.params.missingProperty)}`
+      problem = 'is required'
+    } else if (v.keyword === 'additionalProperties') {
+      field = `${field}/${String(v.params.additionalProperty)}`
+      problem = 'is not an allowed property'
+    } else if (v.keyword === 'enum' || v.keyword === 'const') {
+      problem = `must be one of ${JSON.stringify(v.params.allowedValues ?? v.params.allowedValue)}`
+    }
+    return new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
+  }
+  switch (e?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new BurrowError('PAYLOAD_TOO_LARGE', 'The request body is larger than the server accepts (BURROW_BODY_LIMIT_BYTES).')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new BurrowError('INVALID_REQUEST', 'The body must be application/json.', { field: 'header/content-type' })
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new BurrowError('INVALID_REQUEST', `The body is not valid JSON: ${e.message}`, { field: 'body' })
+    default:
+      break
+  }
+  if (err instanceof SyntaxError || (e?.statusCode === 400 && typeof e.message === 'string')) {
+    return new BurrowError('INVALID_REQUEST', `The request is malformed: ${e.message}`, { field: 'body' })
+  }
+  if (e?.statusCode === 413) return new BurrowError('PAYLOAD_TOO_LARGE')
+  if (e?.statusCode === 429) return new BurrowError('RATE_LIMITED', e.message)
+  return toBurrowError(err)
+}

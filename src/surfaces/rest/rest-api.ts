@@ -1,0 +1,83 @@
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import { Ajv } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { SessionService } from '../../core/session-service.js'
+import { BurrowError } from '../../core/errors.js'
+import { ProblemSchema } from '../../core/wire.js'
+import { eventRoutes } from './event-routes.js'
+import { memoryRoutes } from './memory-routes.js'
+import { opsRoutes } from './ops-routes.js'
+import { fromFastifyError, problemOf } from './problem.js'
+import { sessionRoutes } from './session-routes.js'
+
+/** What the REST surface reports and exposes about itself (implemented by the app). */
+export interface RestMetrics {
+  observeHttp(method: string, route: string, status: number, seconds: number): void
+  sseOpened(): void
+  sseClosed(): void
+  text(): Promise<string>
+  readonly contentType: string
+}
+
+export interface RestApiOptions { service: SessionService; metrics: RestMetrics }
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+/**
+ * Bodies are validated strictly: unknown properties are an error (never stripped)
+ * and types are never coerced. Query strings, params and headers are text on the
+ * wire, so those may be coerced ("5" → 5).
+ */
+function validators(): { body: Ajv; other: Ajv } {
+  const common = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false } as const
+  const body = addFormats(new Ajv({ ...common, coerceTypes: false }))
+  const other = addFormats(new Ajv({ ...common, coerceTypes: true }))
+  return { body, other }
+}
+
+/**
+ * The REST + SSE surface (contract §3): a thin adapter that parses, calls the one
+ * SessionService, and maps BurrowError codes through the one table.
+ */
+export const restApi: FastifyPluginAsync<RestApiOptions> = async (app: FastifyInstance, opts) => {
+  const { service, metrics } = opts
+  const ajv = validators()
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema))
+  // Responses are written as given; the schemas document them and tests validate them against the OpenAPI file.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data))
+  app.addSchema({ ...ProblemSchema, $id: 'Problem', description: 'RFC 9457 problem details with the stable error `code`.' })
+
+  // An empty JSON body is an empty object, so `curl -X POST -H 'content-type: application/json'` works.
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = (body as string).trim()
+    if (text === '') { done(null, undefined); return }
+    try {
+      done(null, JSON.parse(text, (k, v) => (k === '__proto__' ? undefined : v)))
+    } catch (err) {
+      done(new BurrowError('INVALID_REQUEST', `The body is not valid JSON: ${(err as Error).message}`, { field: 'body' }), undefined)
+    }
+  })
+
+  app.setErrorHandler((err, req, reply) => {
+    const e = fromFastifyError(err)
+    if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
+    else req.log.info({ code: e.code, detail: e.message }, 'request refused')
+    if (reply.raw.headersSent) { reply.raw.end(); return }
+    return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
+  })
+
+  app.setNotFoundHandler((req, reply) => {
+    const e = new BurrowError('ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`)
+    return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
+  })
+
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.observeHttp(req.method, req.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
+  })
+
+  sessionRoutes(app, service, metrics)
+  eventRoutes(app, service, metrics)
+  memoryRoutes(app, service)
+  opsRoutes(app, service, metrics)
+}

@@ -1,0 +1,119 @@
+import type {} from '@fastify/sse'
+import type { FastifyInstance } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { SessionService } from '../../core/session-service.js'
+import {
+  ArchiveResultSchema, CompactionResultSchema, CreateSessionSchema, InterruptResultSchema, SessionCreatedSchema,
+  SessionPageSchema, SessionQuerySchema, SessionViewSchema, StartTurnSchema, TurnResultSchema,
+} from '../../core/wire.js'
+import { callContext } from './call-context.js'
+import { errors, json, PostHeaders, SessionParams, SseResponse } from './route-schemas.js'
+import { eventMessage } from './sse-frames.js'
+import type { RestMetrics } from './rest-api.js'
+
+const TurnResponses = (extra: Parameters<typeof errors>) => ({
+  200: Type.Unsafe({
+    description: 'The turn result (JSON), or with `Accept: text/event-stream` the SSE stream of this turn.',
+    content: { 'application/json': { schema: TurnResultSchema }, 'text/event-stream': { schema: SseResponse } },
+  }),
+  ...errors(...extra),
+})
+
+const TURN_ERRORS = ['SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE',
+  'BUDGET_EXCEEDED', 'PROVIDER_NOT_CONFIGURED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'INTERRUPTED', 'SHUTTING_DOWN'] as const
+
+export function sessionRoutes(app: FastifyInstance, service: SessionService, metrics: RestMetrics): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>()
+
+  r.post('/v1/sessions', {
+    schema: {
+      operationId: 'createSession', tags: ['sessions'], summary: 'Create a session',
+      headers: PostHeaders, body: CreateSessionSchema,
+      response: { 201: json(SessionCreatedSchema, 'The session and its effective configuration.'),
+        ...errors('IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE', 'PROVIDER_NOT_CONFIGURED', 'SESSION_COMPACTION_DISABLED', 'MEMORY_STORE_DISABLED', 'SHUTTING_DOWN') },
+    },
+  }, async (req, reply) => {
+    const created = await service.createSession(req.body ?? {}, callContext(req))
+    return reply.code(201).header('location', `/v1/sessions/${created.session_id}`).send(created)
+  })
+
+  const turnHandler = (op: 'startTurn' | 'resume') => async (req: any, reply: any) => {
+    const ctx = callContext(req)
+    if (!reply.sse) return service[op](req.params.id, req.body, ctx)
+    metrics.sseOpened()
+    reply.sse.onClose(() => metrics.sseClosed())
+    // The turn's own events are bounded by the turn, so they are written without waiting on the reader.
+    ctx.onEvent = (e) => { if (reply.sse.isConnected) reply.sse.send(eventMessage(e)).catch(() => undefined) }
+    try {
+      await service[op](req.params.id, req.body, ctx)
+    } catch (err) {
+      if (!reply.raw.headersSent) throw err // refused before the turn began: a plain problem response
+    }
+  }
+
+  r.post('/v1/sessions/:id/turns', {
+    sse: 'dual',
+    schema: {
+      operationId: 'startTurn', tags: ['turns'], summary: 'Run a turn (input) or continue a paused one (tool_results)',
+      params: SessionParams, headers: PostHeaders, body: StartTurnSchema, response: TurnResponses([...TURN_ERRORS]),
+    },
+  }, turnHandler('startTurn'))
+
+  r.post('/v1/sessions/:id/resume', {
+    sse: 'dual',
+    schema: {
+      operationId: 'resumeSession', tags: ['turns'], summary: 'Continue a persisted session (also after a restart)',
+      params: SessionParams, headers: PostHeaders, body: StartTurnSchema, response: TurnResponses([...TURN_ERRORS, 'SESSION_PERSISTENCE_DISABLED']),
+    },
+  }, turnHandler('resume'))
+
+  r.get('/v1/sessions/:id', {
+    schema: {
+      operationId: 'readSession', tags: ['sessions'], summary: 'Read a session', params: SessionParams,
+      response: { 200: json(SessionViewSchema, 'The session.'), ...errors('SESSION_NOT_FOUND', 'SESSION_PERSISTENCE_DISABLED') },
+    },
+  }, async (req) => service.read(req.params.id, callContext(req)))
+
+  r.get('/v1/sessions', {
+    schema: {
+      operationId: 'listSessions', tags: ['sessions'], summary: 'List sessions, newest first', querystring: SessionQuerySchema,
+      response: { 200: json(SessionPageSchema, 'A page of sessions.'), ...errors('SESSION_PERSISTENCE_DISABLED') },
+    },
+  }, async (req) => service.list(req.query, callContext(req)))
+
+  r.post('/v1/sessions/:id/archive', {
+    schema: {
+      operationId: 'archiveSession', tags: ['sessions'], summary: 'Archive a session (read-only afterwards)', params: SessionParams, headers: PostHeaders,
+      response: { 200: json(ArchiveResultSchema, 'Archived.'), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
+    },
+  }, async (req) => {
+    await service.archive(req.params.id, callContext(req))
+    return { session_id: req.params.id, status: 'archived' as const }
+  })
+
+  r.delete('/v1/sessions/:id', {
+    schema: {
+      operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete a session, its events, files and memories', params: SessionParams,
+      response: { 204: Type.Unsafe({ description: 'Deleted.' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
+    },
+  }, async (req, reply) => {
+    await service.delete(req.params.id, callContext(req))
+    return reply.code(204).send()
+  })
+
+  r.post('/v1/sessions/:id/compact', {
+    schema: {
+      operationId: 'compactSession', tags: ['sessions'], summary: 'Compact the session history now', params: SessionParams, headers: PostHeaders,
+      response: { 200: json(CompactionResultSchema, 'The outcome.'),
+        ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'SESSION_COMPACTION_DISABLED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT') },
+    },
+  }, async (req) => service.compact(req.params.id, callContext(req)))
+
+  r.post('/v1/sessions/:id/interrupt', {
+    schema: {
+      operationId: 'interruptTurn', tags: ['turns'], summary: 'Cancel the running (or paused) turn', params: SessionParams, headers: PostHeaders,
+      response: { 200: json(InterruptResultSchema, 'Whether a turn was interrupted.'), ...errors('SESSION_NOT_FOUND') },
+    },
+  }, async (req) => service.interrupt(req.params.id, callContext(req)))
+}
