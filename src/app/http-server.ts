@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import cors from '@fastify/cors'
 import rateLimit from '@fastify/rate-limit'
 import { fastifySSE } from '@fastify/sse'
@@ -23,12 +23,11 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     bodyLimit: config.bodyLimitBytes,
     forceCloseConnections: true,
     requestIdHeader: false,
-    requestIdLogLabel: 'request_id',
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
     genReqId: (req) => {
       const h = req.headers['x-request-id']
       return typeof h === 'string' && REQUEST_ID.test(h) ? h : uuidv7()
     },
-    disableRequestLogging: false,
   })
   app.addHook('onRequest', async (req, reply) => { reply.header('x-request-id', req.id) })
 

@@ -220,6 +220,15 @@ export const EventEnvelopeSchema = Type.Object({
   data: Type.Record(Str(), Type.Unknown()),
 })
 
+/** Stream-only frames (no `id:`): a replay that cannot start where asked, or the server ending the stream. */
+export const StreamControlSchema = Type.Object({
+  type: Type.Union([Type.Literal('stream_truncated'), Type.Literal('stream_closed')]),
+  session_id: Type.Union([Str({ format: 'uuid' }), Type.Null()]),
+  data: Type.Record(Str(), Type.Unknown()),
+})
+
+export const StreamFrameSchema = Type.Union([EventEnvelopeSchema, StreamControlSchema])
+
 export const MemoryHitSchema = Type.Object({
   content: Str(), score: Type.Number({ minimum: 0, maximum: 1 }), session_id: Type.Union([Str(), Type.Null()]),
   turn: Type.Union([Int(), Type.Null()]), seq: Type.Union([Int(), Type.Null()]),

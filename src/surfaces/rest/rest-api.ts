@@ -48,7 +48,7 @@ export const restApi: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIn
   app.addSchema({ ...ProblemSchema, $id: 'Problem', description: 'RFC 9457 problem details with the stable error `code`.' })
 
   // An empty JSON body is an empty object, so `curl -X POST -H 'content-type: application/json'` works.
-  app.removeContentTypeParser('application/json')
+  app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = (body as string).trim()
     if (text === '') { done(null, undefined); return }

@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { ERROR_TABLE, type ErrorCode } from '../../core/errors.js'
-import { EventEnvelopeSchema } from '../../core/wire.js'
+import { StreamFrameSchema } from '../../core/wire.js'
 
 export const ProblemRef = Type.Unsafe<Record<string, unknown>>({ $ref: 'Problem#' })
 
@@ -39,5 +39,5 @@ export function json(schema: TSchema, description: string): TSchema {
 
 export const SseResponse = Type.Unsafe({
   description: 'Server-Sent Events: `id:` is the seq, `event:` the type, `data:` the envelope JSON. Text deltas and control frames (stream_truncated, stream_closed) carry no id.',
-  content: { 'text/event-stream': { schema: EventEnvelopeSchema } },
+  content: { 'text/event-stream': { schema: StreamFrameSchema } },
 })

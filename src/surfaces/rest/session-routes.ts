@@ -5,17 +5,17 @@ import { Type } from 'typebox'
 import type { SessionService } from '../../core/session-service.js'
 import {
   ArchiveResultSchema, CompactionResultSchema, CreateSessionSchema, InterruptResultSchema, SessionCreatedSchema,
-  SessionPageSchema, SessionQuerySchema, SessionViewSchema, StartTurnSchema, TurnResultSchema,
+  SessionPageSchema, SessionQuerySchema, SessionViewSchema, StartTurnSchema, StreamFrameSchema, TurnResultSchema,
 } from '../../core/wire.js'
 import { callContext } from './call-context.js'
-import { errors, json, PostHeaders, SessionParams, SseResponse } from './route-schemas.js'
+import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
 import { eventMessage } from './sse-frames.js'
 import type { RestMetrics } from './rest-api.js'
 
 const TurnResponses = (extra: Parameters<typeof errors>) => ({
   200: Type.Unsafe({
     description: 'The turn result (JSON), or with `Accept: text/event-stream` the SSE stream of this turn.',
-    content: { 'application/json': { schema: TurnResultSchema }, 'text/event-stream': { schema: SseResponse } },
+    content: { 'application/json': { schema: TurnResultSchema }, 'text/event-stream': { schema: StreamFrameSchema } },
   }),
   ...errors(...extra),
 })
@@ -33,8 +33,10 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
       response: { 201: json(SessionCreatedSchema, 'The session and its effective configuration.'),
         ...errors('IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE', 'PROVIDER_NOT_CONFIGURED', 'SESSION_COMPACTION_DISABLED', 'MEMORY_STORE_DISABLED', 'SHUTTING_DOWN') },
     },
+    // An empty POST creates a session with every default.
+    preValidation: async (req) => { if (req.body === undefined || req.body === null) req.body = {} },
   }, async (req, reply) => {
-    const created = await service.createSession(req.body ?? {}, callContext(req))
+    const created = await service.createSession(req.body, callContext(req))
     return reply.code(201).header('location', `/v1/sessions/${created.session_id}`).send(created)
   })
 
