@@ -34,6 +34,12 @@ export type StreamFrame = { kind: 'event'; event: EventEnvelope } | { kind: 'con
  */
 export interface EventSubscription extends AsyncIterable<StreamFrame> {
   close(): void
+  /**
+   * Called once if the service ends the subscription (slow consumer, shutdown, deletion).
+   * The final `stream_closed` frame is queued; a transport whose reader is stalled
+   * should give up on delivering it after a grace period.
+   */
+  onEnd(cb: () => void): void
 }
 
 export interface SubscribeOptions {

@@ -63,12 +63,14 @@ export function extractiveSummary(messages: readonly Message[], maxTokens: numbe
     const sentence = (/^.*?[.!?](\s|$)/.exec(t)?.[0] ?? t).trim().slice(0, 200)
     lines.push(`- ${m.role}: ${sentence}`)
   }
-  const budget = Math.max(16, maxTokens * 4)
+  const header = 'Summary of earlier conversation:\n'
+  // The header counts against the budget too (~4 chars a token, as estimateTokens).
+  const budget = Math.max(0, maxTokens * 4 - header.length)
   let out = ''
   for (let i = lines.length - 1; i >= 0; i--) {
     const next = `${lines[i]}\n${out}`
     if (next.length > budget) break
     out = next
   }
-  return `Summary of earlier conversation:\n${out}`.trim()
+  return `${header}${out}`.trim()
 }

@@ -171,13 +171,13 @@ export abstract class BaseSessionService implements SessionService {
       sub.hold()
       try {
         const upTo = session.record.last_seq
+        // Older events come from the log (if any), the rest from the in-memory buffer.
         const start = this.hub.bufferStart(session.id)
-        let replay: EventEnvelope[]
-        if (start !== null && start <= opts.after + 1) {
-          replay = this.hub.buffered(session.id, opts.after, upTo)
-        } else {
-          replay = await this.storedEvents(session.id, opts.after, upTo)
-        }
+        const replay = start === null || start > opts.after + 1
+          ? await this.storedEvents(session.id, opts.after, start === null ? upTo : start - 1)
+          : []
+        const from = replay.length > 0 ? replay[replay.length - 1]!.seq : opts.after
+        replay.push(...this.hub.buffered(session.id, from, upTo))
         const first = replay[0]?.seq ?? upTo + 1
         if (first > opts.after + 1) {
           sub.control({ type: 'stream_truncated', session_id: session.id, data: { requested_after: opts.after, first_seq: first, reason: 'events_unavailable' } })

@@ -15,6 +15,7 @@ export class Subscription implements EventSubscription {
   /** Events published while a replay is loading; released after it (see `hold`). */
   private held: EventEnvelope[] | null = null
   private lastSeq = 0
+  private endCallbacks: Array<() => void> = []
 
   constructor(
     private readonly limit: number,
@@ -67,6 +68,14 @@ export class Subscription implements EventSubscription {
     this.enqueue({ kind: 'control', control: c })
     this.closing = true
     this.onClose(this)
+    for (const cb of this.endCallbacks.splice(0)) {
+      try { cb() } catch { /* a transport callback must not break publishing */ }
+    }
+  }
+
+  onEnd(cb: () => void): void {
+    if (this.closing) { cb(); return }
+    this.endCallbacks.push(cb)
   }
 
   close(): void {

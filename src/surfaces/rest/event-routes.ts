@@ -41,12 +41,17 @@ export function eventRoutes(app: FastifyInstance, service: SessionService, metri
   })
 }
 
+/**
+ * Where a replay starts. Last-Event-ID wins over `?after=`: a reconnecting EventSource
+ * keeps its original URL (with its original `after`) and adds the header.
+ */
 function resumePoint(after: number | undefined, lastEventId: string | undefined): number | undefined {
-  if (after !== undefined) return after
-  if (lastEventId === undefined) return undefined
-  const n = Number(lastEventId)
-  if (!Number.isSafeInteger(n) || n < 0) throw invalidRequest('header/last-event-id', 'must be a non-negative integer')
-  return n
+  if (lastEventId !== undefined) {
+    const n = Number(lastEventId)
+    if (!Number.isSafeInteger(n) || n < 0) throw invalidRequest('header/last-event-id', 'must be a non-negative integer')
+    return n
+  }
+  return after
 }
 
 /** Writes a subscription to the response, waiting on the socket (the subscription's queue absorbs bursts). */
@@ -54,12 +59,14 @@ async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMe
   const sse = reply.sse!
   metrics.sseOpened()
   sse.onClose(() => { sub.close(); metrics.sseClosed() })
+  // Ended by the service: the final frame is queued; a reader that does not take it in time is cut off.
+  sub.onEnd(() => { setTimeout(() => reply.raw.destroy(), DROP_GRACE_MS).unref() })
   sse.sendHeaders()
-  reply.raw.write(': connected\n\n')
+  // Tell EventSource to reconnect after 1 s (browsers default to ~3 s); it resends Last-Event-ID.
+  reply.raw.write(': connected\nretry: 1000\n\n')
   for await (const frame of sub) {
     if (!sse.isConnected) break
     const final = frame.kind === 'control' && frame.control.type === 'stream_closed'
-    if (final) setTimeout(() => reply.raw.destroy(), DROP_GRACE_MS).unref()
     await sse.send(sseMessage(frame))
     if (final) break
   }
