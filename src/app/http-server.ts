@@ -63,8 +63,13 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   })
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   await app.register(restApi, { service, metrics })
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
+  app.get('/openapi.json', {
+    schema: {
+      operationId: 'openapi', tags: ['ops'], summary: 'This OpenAPI 3.1 document (viewer at /docs)',
+      response: { 200: { description: 'The document.', content: { 'application/json': { schema: { type: 'object' } } } } },
+    },
+  }, async () => app.swagger())
   return app
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { SessionService } from '../../core/session-service.js'
@@ -39,7 +40,7 @@ function validators(): { body: Ajv; other: Ajv } {
  * The REST + SSE surface (contract §3): a thin adapter that parses, calls the one
  * SessionService, and maps BurrowError codes through the one table.
  */
-export const restApi: FastifyPluginAsync<RestApiOptions> = async (app: FastifyInstance, opts) => {
+const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyInstance, opts) => {
   const { service, metrics } = opts
   const ajv = validators()
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema))
@@ -81,3 +82,6 @@ export const restApi: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIn
   memoryRoutes(app, service)
   opsRoutes(app, service, metrics)
 }
+
+/** Registered without encapsulation: its validation, serialization and error mapping apply to every route of the app. */
+export const restApi = fp(restApiPlugin, { name: 'burrow-rest', fastify: '5.x' })

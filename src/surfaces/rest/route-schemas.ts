@@ -19,11 +19,16 @@ export const SseQuery = Type.Object({
   access_token: Type.Optional(Type.String({ description: 'API key, for clients (EventSource) that cannot send headers.' })),
 })
 
-/** Error responses a route can give, each as a problem document. */
+/** Error responses an API route can give (besides the ones every API route can), each a problem document. */
 export function errors(...codes: ErrorCode[]): Record<number, TSchema> {
+  return problems(['INVALID_REQUEST', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL', ...codes])
+}
+
+/** Exactly these error responses. */
+export function problems(codes: ErrorCode[]): Record<number, TSchema> {
   const out: Record<number, TSchema> = {}
   const byStatus = new Map<number, ErrorCode[]>()
-  for (const c of new Set<ErrorCode>([...codes, 'INVALID_REQUEST', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL'])) {
+  for (const c of new Set<ErrorCode>(codes)) {
     const s = ERROR_TABLE[c].http
     byStatus.set(s, [...(byStatus.get(s) ?? []), c])
   }
