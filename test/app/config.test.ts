@@ -1,0 +1,59 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { ConfigError, loadConfig } from '../../src/app/config.js'
+
+t.test('defaults follow the contract', async (t) => {
+  const c = loadConfig({})
+  t.equal(c.host, '127.0.0.1')
+  t.equal(c.port, 8080)
+  t.equal(c.dataDir, './data')
+  t.equal(c.sessionStore, 'lmdb')
+  t.equal(c.memoryStore, 'hnsw')
+  t.equal(c.compaction, true)
+  t.equal(c.durability, 'fsync')
+  t.equal(c.logLevel, 'info')
+  t.equal(c.anthropic.baseUrl, 'https://api.anthropic.com')
+  t.equal(c.openai.baseUrl, 'https://api.openai.com/v1')
+  t.equal(c.openai.configured, false)
+  t.equal(c.apiKeys.size, 0)
+  t.equal(c.corsOrigins, undefined)
+  t.same(c.compactionDefaults, { auto_compact_threshold: 100_000, recent_turn_budget: 4, max_summary_tokens: 4096, min_turns_between_compactions: 3, max_history_messages: null })
+})
+
+t.test('values are parsed and checked', async (t) => {
+  const c = loadConfig({
+    PORT: '9000', BURROW_API_KEYS: 'k1:alpha, k2:beta', OPENAI_BASE_URL: 'http://localhost:11434/v1/', BURROW_CORS_ORIGINS: 'https://a.example, https://b.example',
+    BURROW_SESSION_STORE: 'off', BURROW_DURABILITY: 'relaxed',
+  })
+  t.equal(c.port, 9000)
+  t.same([...c.apiKeys], [['k1', 'alpha'], ['k2', 'beta']])
+  t.equal(c.openai.baseUrl, 'http://localhost:11434/v1')
+  t.equal(c.openai.configured, true, 'a base URL alone configures a keyless compatible server')
+  t.same(c.corsOrigins, ['https://a.example', 'https://b.example'])
+  t.equal(c.durability, 'relaxed')
+})
+
+t.test('every bad variable is reported at once, by name, without echoing secrets', async (t) => {
+  try {
+    loadConfig({ PORT: 'eighty', BURROW_SESSION_STORE: 'postgres', BURROW_API_KEYS: 'secretkey-without-tenant', OPENAI_BASE_URL: 'ftp://x', LOG_LEVEL: 'loud', BURROW_DEFAULT_MODEL: 'gpt4' })
+    t.fail('should throw')
+  } catch (err) {
+    t.type(err, ConfigError)
+    const e = err as ConfigError
+    t.equal(e.problems.length, 6)
+    for (const name of ['PORT', 'BURROW_SESSION_STORE', 'BURROW_API_KEYS', 'OPENAI_BASE_URL', 'LOG_LEVEL', 'BURROW_DEFAULT_MODEL']) {
+      t.ok(e.problems.some((p) => p.startsWith(name)), name)
+    }
+    t.notMatch(e.message, /secretkey/, 'the key is not printed')
+  }
+})
+
+t.test('.env.example lists every variable the service reads, with its default', async (t) => {
+  const source = readFileSync(new URL('../../src/app/config.ts', import.meta.url), 'utf8')
+  const read = new Set([...source.matchAll(/r\.\w+\('([A-Z][A-Z0-9_]+)'/g)].map((m) => m[1]!))
+  const example = readFileSync(new URL('../../.env.example', import.meta.url), 'utf8')
+  const listed = new Set([...example.matchAll(/^#?\s*([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!))
+  t.ok(read.size > 20)
+  t.same([...read].filter((v) => !listed.has(v)), [], 'read but not in .env.example')
+  t.same([...listed].filter((v) => !read.has(v)), [], 'in .env.example but never read')
+})

@@ -1,0 +1,63 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { BurrowError, ERROR_CODES, ERROR_TABLE, isErrorCode, toBurrowError } from '../../src/core/errors.js'
+
+// The contract's table (CONTRACT.md §4), written out so a change to either side fails here.
+const CONTRACT: Record<string, number> = {
+  SESSION_PERSISTENCE_DISABLED: 501, SESSION_COMPACTION_DISABLED: 501, MEMORY_STORE_DISABLED: 501,
+  INVALID_REQUEST: 400, UNAUTHORIZED: 401, SESSION_NOT_FOUND: 404, SESSION_BUSY: 409, SESSION_ARCHIVED: 409,
+  IDEMPOTENCY_CONFLICT: 422, PAYLOAD_TOO_LARGE: 413, RATE_LIMITED: 429, BUDGET_EXCEEDED: 429,
+  PROVIDER_NOT_CONFIGURED: 503, PROVIDER_ERROR: 502, PROVIDER_TIMEOUT: 504, INTERNAL: 500,
+}
+
+t.test('every contract code is in the table with its HTTP status', async (t) => {
+  for (const [code, status] of Object.entries(CONTRACT)) {
+    t.ok(isErrorCode(code), code)
+    if (isErrorCode(code)) t.equal(ERROR_TABLE[code].http, status, code)
+  }
+  t.equal(ERROR_TABLE.SESSION_PERSISTENCE_DISABLED.rpc, -32003)
+  t.equal(ERROR_TABLE.INVALID_REQUEST.rpc, -32602)
+  t.equal(ERROR_TABLE.SESSION_PERSISTENCE_DISABLED.message, "Session persistence is disabled (build without 'session-store').")
+  t.equal(ERROR_TABLE.SESSION_COMPACTION_DISABLED.message, "Session compaction is disabled (build without 'session-compaction').")
+})
+
+t.test('numbers are never shared between rows', async (t) => {
+  const rpc = ERROR_CODES.map((c) => ERROR_TABLE[c].rpc)
+  const exit = ERROR_CODES.map((c) => ERROR_TABLE[c].exit)
+  t.equal(new Set(rpc).size, rpc.length, 'one JSON-RPC number per row')
+  t.equal(new Set(exit).size, exit.length, 'one exit code per row')
+  for (const c of ERROR_CODES) {
+    const n = ERROR_TABLE[c].rpc
+    t.ok((n <= -32001 && n >= -32099) || n === -32602 || n === -32601, `${c}: ${n} is in the server range or the matching JSON-RPC reserved code`)
+    t.ok(ERROR_TABLE[c].exit > 1 && ERROR_TABLE[c].exit < 126, `${c}: exit code`)
+    t.match(c, /^[A-Z][A-Z_]+$/)
+  }
+})
+
+t.test('codes added beyond the contract are documented in the README table', async (t) => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+  const section = readme.slice(readme.indexOf('## Error codes'))
+  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (-\d+) \|/gm)].map((m) => [m[1], Number(m[2]), Number(m[3])])
+  t.same(rows.map((r) => r[0]).sort(), [...ERROR_CODES].sort(), 'README lists exactly the codes of the table')
+  for (const [code, http, rpc] of rows) {
+    t.equal(http, ERROR_TABLE[code as keyof typeof ERROR_TABLE].http, `${code} HTTP in README`)
+    t.equal(rpc, ERROR_TABLE[code as keyof typeof ERROR_TABLE].rpc, `${code} JSON-RPC in README`)
+  }
+})
+
+t.test('the OpenAPI document only promises codes of the table', async (t) => {
+  const doc = readFileSync(new URL('../../openapi/openapi.json', import.meta.url), 'utf8')
+  const named = new Set([...doc.matchAll(/Problem: ([A-Z_, ]+)"/g)].flatMap((m) => m[1]!.split(', ')))
+  t.ok(named.size > 5)
+  for (const c of named) t.ok(isErrorCode(c), `${c} is a table code`)
+})
+
+t.test('BurrowError', async (t) => {
+  const e = new BurrowError('SESSION_BUSY')
+  t.equal(e.message, ERROR_TABLE.SESSION_BUSY.message)
+  t.equal(e.status, 409)
+  const wrapped = toBurrowError(new TypeError('boom'))
+  t.equal(wrapped.code, 'INTERNAL')
+  t.type(wrapped.cause, TypeError)
+  t.equal(toBurrowError(e), e)
+})

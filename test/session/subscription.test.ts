@@ -1,0 +1,57 @@
+import t from 'tap'
+import { Subscription } from '../../src/session/subscription.js'
+import type { EventEnvelope } from '../../src/core/events.js'
+
+const ev = (seq: number, type: EventEnvelope['type'] = 'turn_started', text = ''): EventEnvelope =>
+  ({ seq, session_id: 's', turn: 1, type, at: '2026-01-01T00:00:00.000Z', data: type === 'text_delta' ? { text } : {} } as EventEnvelope)
+
+async function drain(sub: Subscription, n: number) {
+  const out = []
+  const it = sub[Symbol.asyncIterator]()
+  for (let i = 0; i < n; i++) {
+    const r = await it.next()
+    if (r.done) break
+    out.push(r.value)
+  }
+  return out
+}
+
+t.test('a subscriber that falls behind is dropped with a reason, not buffered forever', async (t) => {
+  let removed = 0
+  const sub = new Subscription(3, () => { removed++ }, 's')
+  let ended = false
+  sub.onEnd(() => { ended = true })
+  t.equal(sub.push(ev(1)), true)
+  t.equal(sub.push(ev(2)), true)
+  t.equal(sub.push(ev(3)), true)
+  t.equal(sub.push(ev(4)), false, 'the fourth frame overflows a limit of 3')
+  t.ok(ended)
+  t.equal(removed, 1)
+  t.equal(sub.push(ev(5)), false, 'nothing more is accepted')
+  const frames = await drain(sub, 5)
+  t.same(frames, [{ kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'slow_consumer' } } }])
+})
+
+t.test('queued text deltas of a turn are coalesced', async (t) => {
+  const sub = new Subscription(10, () => {}, 's')
+  sub.push(ev(1))
+  for (const w of ['a', 'b', 'c']) sub.push(ev(1, 'text_delta', w))
+  sub.push(ev(2, 'assistant_message'))
+  const frames = await drain(sub, 3)
+  t.equal(frames.length, 3)
+  t.same(frames[1], { kind: 'event', event: ev(1, 'text_delta', 'abc') })
+})
+
+t.test('hold/release: replay first, then held live events, no duplicate', async (t) => {
+  const sub = new Subscription(100, () => {}, 's')
+  sub.hold()
+  sub.push(ev(5))
+  sub.push(ev(6))
+  sub.release([ev(3), ev(4), ev(5)])
+  sub.push(ev(7))
+  sub.push(ev(6))
+  const frames = await drain(sub, 5)
+  t.same(frames.map((f) => (f.kind === 'event' ? f.event.seq : -1)), [3, 4, 5, 6, 7])
+  sub.close()
+  t.same(await drain(sub, 1), [], 'closed iteration ends')
+})
