@@ -52,6 +52,12 @@ t.test('SIGTERM lets a running turn finish within the grace period', async (t) =
   child.kill('SIGTERM')
   const closed = await stream.until((f) => f.event === 'stream_closed')
   t.same(closed.at(-1)!.data.data, { reason: 'shutdown' })
+  const refused = await api.post('/v1/sessions', {})
+  t.equal(refused.status, 503, 'no new work while draining')
+  t.equal(refused.body.code, 'SHUTTING_DOWN')
+  const ready = await api.get('/readyz')
+  t.equal(ready.status, 503)
+  t.same(ready.body, { status: 'shutting_down' })
   const r = await turn
   t.equal(r.status, 200, 'the running turn completed')
   t.equal(r.body.output_text, 'finishing my thought calmly')
