@@ -1,0 +1,73 @@
+import { fork, type ChildProcess } from 'node:child_process'
+import { readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { ChildMessage, ServerStats } from './server.js'
+
+const here = dirname(fileURLToPath(import.meta.url))
+export const REPO_ROOT = resolve(here, '..', '..')
+
+export interface ServerChild {
+  url: string
+  pid: number
+  /** The child's memory (after two full GCs when `gc`) and CPU time, as it reports them. */
+  stats(gc: boolean): Promise<ServerStats>
+  /** VmRSS of the child from /proc (bytes), or null off Linux. */
+  procRss(): number | null
+  stop(): Promise<void>
+}
+
+/**
+ * Starts bench/lib/server.ts in a child process (`node --import tsx`), so the
+ * load generator in this process is measured apart from the server.
+ * BENCH_CPU_PROF=1 writes V8 CPU profiles of the server to bench/.profiles/<mode>/ (one per
+ * thread: the largest is the main thread; the small one is tsx's module-loader thread).
+ */
+export async function startServer(mode: 'burrow' | 'hello', env: Record<string, string> = {}): Promise<ServerChild> {
+  const execArgv = ['--import', 'tsx', '--expose-gc']
+  if (process.env.BENCH_CPU_PROF === '1') execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(REPO_ROOT, 'bench', '.profiles', mode)}`)
+  const child: ChildProcess = fork(join(here, 'server.ts'), [mode], {
+    cwd: REPO_ROOT,
+    execArgv,
+    env: { ...process.env, BENCH_SERVER_ENV: JSON.stringify(env) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
+  const exited = new Promise<void>((res) => child.once('exit', () => res()))
+  const url = await new Promise<string>((res, rej) => {
+    const onMsg = (m: ChildMessage) => {
+      if (m.type === 'ready') { child.off('message', onMsg); res(m.url) }
+      if (m.type === 'error') rej(new Error(`bench server failed to start:\n${m.message}`))
+    }
+    child.on('message', onMsg)
+    child.once('exit', (code) => rej(new Error(`bench server exited with ${code} before it was ready`)))
+  })
+  const pid = child.pid!
+  return {
+    url,
+    pid,
+    stats(gc) {
+      return new Promise((res) => {
+        const onMsg = (m: ChildMessage) => {
+          if (m.type === 'stats') { child.off('message', onMsg); const { type: _t, ...stats } = m; res(stats) }
+        }
+        child.on('message', onMsg)
+        child.send({ type: 'stats', gc })
+      })
+    },
+    procRss() {
+      try {
+        const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+        return m ? Number(m[1]) * 1024 : null
+      } catch { return null }
+    },
+    async stop() {
+      if (child.exitCode === null && child.connected) child.send({ type: 'stop' })
+      const t = setTimeout(() => child.kill('SIGKILL'), 10_000)
+      await exited
+      clearTimeout(t)
+      const dir = env.BURROW_DATA_DIR
+      if (dir && dir.startsWith(join(tmpdir(), 'burrow-bench-'))) rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The server side of a benchmark, run in a child process (see child.ts) so the
+ * load generator's CPU and memory are not counted against the service.
+ *
+ *   argv[2] = 'burrow' — createBurrow(loadConfig(env)) with env from BENCH_SERVER_ENV (JSON)
+ *   argv[2] = 'hello'  — a minimal fastify app: POST /hello → {"hello":"world"}
+ *
+ * IPC: sends {type:'ready', url} once listening; answers {type:'stats', gc} with
+ * {type:'stats', ...process.memoryUsage(), cpu} (after full GCs when asked);
+ * {type:'stop'} closes the server and exits.
+ */
+import Fastify from 'fastify'
+import { createBurrow } from '../../src/app/burrow.js'
+import { loadConfig } from '../../src/app/config.js'
+import { createLogger } from '../../src/app/logger.js'
+
+export interface ServerStats {
+  rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number
+  /** Whether two full GCs ran just before (only when asked and --expose-gc). */
+  gc: boolean
+  /** process.cpuUsage() of the server process, µs. */
+  cpuUserUs: number; cpuSystemUs: number
+}
+export type ChildMessage = { type: 'ready'; url: string } | ({ type: 'stats' } & ServerStats) | { type: 'error'; message: string }
+export type ParentMessage = { type: 'stats'; gc: boolean } | { type: 'stop' }
+
+async function start(mode: string): Promise<{ url: string; close: () => Promise<void> }> {
+  if (mode === 'burrow') {
+    const env = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>
+    const burrow = await createBurrow(loadConfig(env), { logger: createLogger('silent'), defaultMetrics: false })
+    const url = await burrow.listen()
+    return { url, close: () => burrow.close() }
+  }
+  if (mode === 'hello') {
+    const app = Fastify({ logger: false })
+    app.post('/hello', async () => ({ hello: 'world' }))
+    const url = await app.listen({ host: '127.0.0.1', port: 0 })
+    return { url, close: () => app.close() }
+  }
+  throw new Error(`unknown server mode '${mode}'`)
+}
+
+function send(m: ChildMessage): void { process.send?.(m) }
+
+const gc = (globalThis as { gc?: () => void }).gc
+
+try {
+  const server = await start(process.argv[2] ?? '')
+  process.on('message', (m: ParentMessage) => {
+    if (m.type === 'stats') {
+      if (m.gc && gc) { gc(); gc() }
+      const cpu = process.cpuUsage()
+      send({ type: 'stats', ...process.memoryUsage(), gc: Boolean(m.gc && gc), cpuUserUs: cpu.user, cpuSystemUs: cpu.system })
+    } else if (m.type === 'stop') {
+      const hard = setTimeout(() => process.exit(0), 5_000)
+      hard.unref()
+      server.close().finally(() => process.exit(0))
+    }
+  })
+  process.on('disconnect', () => process.exit(0))
+  send({ type: 'ready', url: server.url })
+} catch (err) {
+  send({ type: 'error', message: err instanceof Error ? err.stack ?? err.message : String(err) })
+  process.exit(1)
+}
