@@ -5,7 +5,7 @@ import { fastifySSE } from '@fastify/sse'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { Logger as PinoLogger } from 'pino'
-import { v7 as uuidv7 } from 'uuid'
+import { randomBytes } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
 import type { SessionService } from '../core/session-service.js'
 import { restApi } from '../surfaces/rest/rest-api.js'
@@ -15,6 +15,12 @@ import type { Metrics } from './metrics.js'
 import { VERSION } from './version.js'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+// Generated request ids: a random per-process prefix and a counter — unique across processes
+// and restarts for log correlation, and far cheaper per request than a UUID.
+const PROCESS_PREFIX = randomBytes(6).toString('base64url')
+let requestCounter = 0
+const nextRequestId = () => `${PROCESS_PREFIX}-${(++requestCounter).toString(36)}`
 
 /** The fastify instance with every HTTP surface mounted. */
 export async function buildHttpServer(config: Config, service: SessionService, metrics: Metrics, logger: PinoLogger): Promise<FastifyInstance> {
@@ -26,10 +32,10 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     genReqId: (req) => {
       const h = req.headers['x-request-id']
-      return typeof h === 'string' && REQUEST_ID.test(h) ? h : uuidv7()
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : nextRequestId()
     },
   })
-  app.addHook('onRequest', async (req, reply) => { reply.header('x-request-id', req.id) })
+  app.addHook('onRequest', (req, reply, done) => { reply.header('x-request-id', req.id); done() })
 
   if (config.corsOrigins) {
     await app.register(cors, {

@@ -16,7 +16,10 @@ export interface LlmRequest {
   messages: readonly Message[]
   tools?: readonly ToolDefinition[]
   maxTokens: number
+  /** Aborts the call; it then rejects with `signal.reason`. */
   signal?: AbortSignal
+  /** A cheap way to ask whether the call is cancelled without creating `signal` (which may be made lazily). */
+  cancelled?: () => boolean
 }
 
 /** Streamed while a call runs; the final {@link LlmResponse} is authoritative. */

@@ -4,29 +4,35 @@ import type { SessionQuery, SessionSummary, Page } from './wire.js'
 
 /**
  * The per-session, append-only event log. Invariant: seqs are gapless from 1 per
- * session; `append` is all-or-nothing together with the snapshot it is given.
+ * session; an append is all-or-nothing together with the snapshot it produced.
  */
 export interface EventStore {
-  /** Events with `after < seq`, in seq order, up to `limit`. */
-  readAfter(sessionId: string, after: number, limit?: number): Promise<EventEnvelope[]>
+  /** Stored events with `after < seq <= upTo`, ascending, at most `limit`. */
+  readAfter(sessionId: string, after: number, upTo?: number, limit?: number): Promise<EventEnvelope[]>
+  /** The last stored seq of a session (0 when it has none). */
   lastSeq(sessionId: string): Promise<number>
 }
 
-/** Session snapshots (derived from the log; a cache that can be rebuilt). */
+/** Session snapshots: derived from the log, a cache that can always be rebuilt from it. */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>
+  /** Newest first; `cursor` is opaque (`next_cursor` of the previous page). */
   list(tenant: string, q: SessionQuery): Promise<Page<SessionSummary>>
+  /** Sessions whose last committed state has a turn running: what a crash left in flight. */
+  runningTurns(): Promise<string[]>
+  /** Every session id (for an explicit full rebuild, never on a hot path). */
+  allIds(): AsyncIterable<string>
 }
 
-/** What a durable backend offers the service: the log, the snapshots, and one atomic commit. */
-export interface SessionRepository {
-  readonly events: EventStore
-  readonly sessions: SessionStore
-  /** Appends `events` (consecutive seqs) and writes `snapshot` in one transaction. */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
-  /** Purges a session's events, snapshot and idempotency records. */
-  deleteSession(sessionId: string): Promise<void>
-  close(): Promise<void>
+/** Where the projector keeps its progress: a checkpoint per session and the sessions it still owes. */
+export interface ProjectionState {
+  checkpoint(sessionId: string): Promise<number>
+  /** Records that files reflect the log up to `seq`, and clears the session's pending mark if nothing newer was committed. */
+  projected(sessionId: string, seq: number): Promise<void>
+  /** Sessions committed past their checkpoint (marked in the commit's own transaction). */
+  pending(): Promise<string[]>
+  /** Forgets every checkpoint and marks every session pending (a rebuild from scratch). */
+  reset(): Promise<void>
 }
 
 /** A remembered outcome of an idempotent call. */
@@ -41,4 +47,21 @@ export interface IdempotencyStore {
   put(key: string, record: IdempotencyRecord): Promise<void>
   /** Drops records whose key starts with `prefix` (a deleted session's). */
   deletePrefix(prefix: string): Promise<void>
+}
+
+/** What a durable backend offers the service. */
+export interface SessionRepository {
+  readonly events: EventStore
+  readonly sessions: SessionStore
+  readonly idempotency: IdempotencyStore
+  readonly projection: ProjectionState
+  /**
+   * Appends `events` (consecutive seqs following the stored last seq) and writes the
+   * snapshot they produced, in one transaction; durable per the configured
+   * durability when the promise resolves. Throws, writing nothing, on a seq gap.
+   */
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
+  /** Purges a session's events, snapshot, indexes, idempotency records and checkpoint. */
+  deleteSession(sessionId: string, tenant: string): Promise<void>
+  close(): Promise<void>
 }

@@ -1,5 +1,5 @@
-import type { SessionRecord } from '../core/session-record.js'
-import type { SessionCreated, SessionSummary, SessionView } from '../core/wire.js'
+import type { SessionRecord } from './session-record.js'
+import type { SessionCreated, SessionSummary, SessionView } from './wire.js'
 
 /** The public shapes of a session record (contract §3). */
 export function toCreated(r: SessionRecord): SessionCreated {
@@ -31,7 +31,7 @@ export function toView(r: SessionRecord, running: boolean): SessionView {
   }
 }
 
-export function toSummary(r: SessionRecord): SessionSummary {
+export function toSummary(r: Pick<SessionRecord, 'session_id' | 'status' | 'created_at' | 'updated_at' | 'config' | 'turn_count' | 'last_seq'>): SessionSummary {
   return {
     session_id: r.session_id, status: r.status, created_at: r.created_at, updated_at: r.updated_at,
     model: r.config.model, metadata: { ...r.config.metadata }, turn_count: r.turn_count, last_seq: r.last_seq,

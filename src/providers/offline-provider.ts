@@ -18,16 +18,18 @@ export class OfflineProvider implements LlmClient {
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
     const content = this.answer(req)
     const text = textOf(content)
-    // Stream word by word, yielding between chunks so the call is interruptible like a real one.
-    for (const piece of text.match(/\S+\s*|\s+/g) ?? []) {
-      if (req.signal?.aborted) throw req.signal.reason
-      onDelta?.({ type: 'text', text: piece })
-      await new Promise<void>((r) => setImmediate(r))
+    // Stream word by word, yielding once per few words so the call is interruptible like a real one.
+    const pieces = text.match(/\S+\s*|\s+/g) ?? []
+    for (let i = 0; i < pieces.length; i++) {
+      checkAborted(req)
+      onDelta?.({ type: 'text', text: pieces[i]! })
+      if (i % 8 === 7) { await yieldToLoop(); checkAborted(req) }
     }
-    if (req.signal?.aborted) throw req.signal.reason
+    await yieldToLoop()
+    checkAborted(req)
     return {
       content,
-      usage: { input_tokens: estimateTokens({ s: req.system, m: req.messages, t: req.tools }), output_tokens: Math.max(1, estimateTokens(text)) },
+      usage: { input_tokens: estimateRequestTokens(req), output_tokens: Math.max(1, estimateTokens(text)) },
       stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
     }
   }
@@ -52,6 +54,44 @@ export class OfflineProvider implements LlmClient {
     }
     return [{ type: 'text', text: `echo: ${lastText}` }]
   }
+}
+
+const yieldToLoop = () => new Promise<void>((r) => setImmediate(r))
+
+/** Reads the signal only when the caller armed one (`cancelled` lets a caller say so without making one). */
+function checkAborted(req: LlmRequest): void {
+  if (req.cancelled ? req.cancelled() : req.signal?.aborted) throw req.signal!.reason
+}
+
+const historyChars = new WeakMap<readonly Message[], { count: number; chars: number; last: Message | undefined }>()
+
+/**
+ * About the JSON size / 4 of the request. Histories grow by appending to the same array,
+ * so the size of the prefix seen before is kept and only new messages are measured:
+ * O(new messages) per call instead of O(history). A replaced history is re-measured.
+ */
+function estimateRequestTokens(req: LlmRequest): number {
+  const msgs = req.messages
+  let c = historyChars.get(msgs)
+  if (!c || c.count > msgs.length || (c.count > 0 && msgs[c.count - 1] !== c.last)) c = { count: 0, chars: 0, last: undefined }
+  for (let i = c.count; i < msgs.length; i++) c.chars += messageChars(msgs[i]!)
+  c.count = msgs.length
+  c.last = msgs[msgs.length - 1]
+  historyChars.set(msgs, c)
+  const chars = c.chars + (req.system?.length ?? 0) + (req.tools && req.tools.length > 0 ? JSON.stringify(req.tools).length : 0)
+  return Math.ceil(chars / 4)
+}
+
+/** Characters a message takes as JSON, near enough for an estimate and without serialising text. */
+function messageChars(m: Message): number {
+  let n = 30
+  for (const b of m.content) {
+    if (b.type === 'text') n += b.text.length + 25
+    else if (b.type === 'tool_use') n += b.name.length + b.id.length + JSON.stringify(b.input ?? {}).length + 50
+    else if (b.type === 'tool_result') n += b.tool_use_id.length + (typeof b.content === 'string' ? b.content.length : JSON.stringify(b.content).length) + 50
+    else n += JSON.stringify(b).length
+  }
+  return n
 }
 
 /** The first sentence of each message, newest last, within the token budget. */

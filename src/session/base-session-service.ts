@@ -15,12 +15,13 @@ import type {
   MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
 } from '../core/wire.js'
 import type { Authenticator } from './authenticator.js'
+import { Cancellation } from './cancellation.js'
 import { EventHub } from './event-hub.js'
 import { Idempotency } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
 import { assertBudget, closeOpenTurn, TurnRunner, type BeforeLlmCall, type TurnStart } from './turn-runner.js'
-import { toCreated } from './views.js'
+import { toCreated } from '../core/views.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
 
@@ -241,7 +242,8 @@ export abstract class BaseSessionService implements SessionService {
 
   /** Makes a record live in this process. */
   protected adopt(record: SessionRecord): LiveSession {
-    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e))
+    const id = record.session_id
+    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e), () => this.hub.hasListeners(id))
     this.live.set(record.session_id, s)
     this.hub.open(record.session_id, record.config.tenant)
     this.evictIdle()
@@ -326,11 +328,11 @@ export abstract class BaseSessionService implements SessionService {
   }
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
-    const controller = new AbortController()
+    const controller = new Cancellation()
     const turn = start.kind === 'input' ? session.record.turn_count + 1 : session.record.open_turn!.turn
     const t0 = performance.now()
     session.callSink = ctx.onEvent ?? null
-    const done = this.runner.run(session, start, controller.signal)
+    const done = this.runner.run(session, start, controller)
     session.running = { turn, controller, done }
     try {
       const result = await done

@@ -6,7 +6,7 @@ import type { Page, SessionQuery, SessionSummary, SessionView, StartTurn, TurnRe
 import { BaseSessionService } from './base-session-service.js'
 import type { CommitFn } from './live-session.js'
 
-const noCommit: CommitFn = async () => {}
+const noCommit: CommitFn = () => {}
 
 /**
  * Sessions in process memory only (no `session-store`): create, turns, interrupt and

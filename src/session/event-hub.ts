@@ -80,6 +80,13 @@ export class EventHub {
     return sub
   }
 
+  /** True when a subscriber of the session or of its tenant would receive an event now. */
+  hasListeners(sessionId: string): boolean {
+    const ch = this.channels.get(sessionId)
+    if (!ch) return false
+    return ch.subs.size > 0 || (this.tenantSubs.get(ch.tenant)?.size ?? 0) > 0
+  }
+
   subscriberCount(sessionId: string): number {
     return this.channels.get(sessionId)?.subs.size ?? 0
   }

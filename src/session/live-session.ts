@@ -1,15 +1,16 @@
 import type { EventData, EventEnvelope, EventType } from '../core/events.js'
 import { isStoredEventType } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
+import type { Cancellation } from './cancellation.js'
 import { applyEvent } from './session-reducer.js'
 
 export interface PendingEvent<T extends EventType = EventType> { type: T; data: EventData[T] }
 
-/** Persists a batch of events with the record they produced (no-op when ephemeral). */
-export type CommitFn = (events: readonly EventEnvelope[], record: SessionRecord) => Promise<void>
+/** Persists a batch of events with the record they produced (returns nothing when there is nothing to wait for). */
+export type CommitFn = (events: readonly EventEnvelope[], record: SessionRecord) => Promise<void> | void
 
 /** The running turn of a session (at most one). */
-export interface RunningTurn { turn: number; controller: AbortController; done: Promise<unknown> }
+export interface RunningTurn { turn: number; controller: Cancellation; done: Promise<unknown> }
 
 /**
  * A session loaded in this process: its record (derived state), the running turn,
@@ -23,11 +24,14 @@ export class LiveSession {
   /** Set when a commit failed: the in-memory record may be ahead of the log. */
   broken = false
   private tail: Promise<unknown> = Promise.resolve()
+  private inFlight = 0
 
   constructor(
     public record: SessionRecord,
     private readonly commit: CommitFn,
     private readonly publish: (e: EventEnvelope) => void,
+    /** Whether anyone (a subscriber of this session or its tenant) is listening right now. */
+    private readonly listened: () => boolean = () => true,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -39,13 +43,17 @@ export class LiveSession {
    * a subscriber never sees an event that is not durable). Calls are serialised.
    */
   emit(turn: number, events: readonly PendingEvent[]): Promise<EventEnvelope[]> {
-    const run = this.tail.then(() => this.emitNow(turn, events))
-    this.tail = run.catch(() => undefined)
+    // Usually nothing is in flight and the batch starts at once; otherwise it queues behind.
+    const run = this.inFlight === 0 ? this.emitNow(turn, events) : this.tail.then(() => this.emitNow(turn, events))
+    this.inFlight++
+    const settled = run.then(() => { this.inFlight-- }, () => { this.inFlight-- })
+    this.tail = settled
     return run
   }
 
   /** A text delta: never stored, published at once with the seq of the last stored event. */
   delta(turn: number, text: string): void {
+    if (!this.callSink && !this.listened()) return // deltas are never stored: without a listener there is nothing to do
     const e: EventEnvelope<'text_delta'> = {
       seq: this.record.last_seq, session_id: this.id, turn, type: 'text_delta', at: this.now().toISOString(), data: { text },
     }
@@ -63,7 +71,8 @@ export class LiveSession {
       out.push(e)
     }
     try {
-      await this.commit(out, this.record)
+      const pending = this.commit(out, this.record)
+      if (pending) await pending
     } catch (err) {
       this.broken = true
       throw err

@@ -69,12 +69,13 @@ function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
   r.open_turn = {
     turn: e.turn, state: 'running', first_seq: e.seq, pending_tool_calls: [], client_tool_call_ids: [], results: [],
   }
-  if (d.input) pushMessage(r, { role: 'user', content: structuredClone(d.input) }, e.seq)
+  // Events are immutable once emitted, so the record shares their data instead of copying it.
+  if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq)
 }
 
 function assistantMessage(r: SessionRecord, e: EventEnvelope<'assistant_message'>): void {
   const d = e.data
-  pushMessage(r, structuredClone(d.message), e.seq)
+  pushMessage(r, d.message, e.seq)
   addUsage(r, e.turn, { input_tokens: d.usage.input_tokens, output_tokens: d.usage.output_tokens, compaction_tokens: 0 })
   r.last_input_tokens = d.usage.input_tokens
   r.session_boundary_index++
@@ -90,7 +91,7 @@ function toolResult(r: SessionRecord, e: EventEnvelope<'tool_result'>): void {
   if (d.is_error) (r.tool_stats[d.name] ??= { calls: 0, failures: 0 }).failures++
   const open = r.open_turn
   if (!open) return
-  const block: ToolResultBlock = { type: 'tool_result', tool_use_id: d.tool_call_id, content: structuredClone(d.content) as ToolResultBlock['content'] }
+  const block: ToolResultBlock = { type: 'tool_result', tool_use_id: d.tool_call_id, content: d.content as ToolResultBlock['content'] }
   if (d.is_error) block.is_error = true
   open.results.push(block)
   if (open.pending_tool_calls.every((c) => open.results.some((b) => b.tool_use_id === c.id))) {
@@ -112,7 +113,7 @@ function addUsage(r: SessionRecord, turn: number, u: TokenTotals): void {
   r.usage.input_tokens += u.input_tokens
   r.usage.output_tokens += u.output_tokens
   r.usage.compaction_tokens += u.compaction_tokens
-  const t = r.usage_by_turn.find((x) => x.turn === turn)
+  const t = r.usage_by_turn.findLast((x) => x.turn === turn)
   if (t) {
     t.input_tokens += u.input_tokens
     t.output_tokens += u.output_tokens

@@ -1,16 +1,17 @@
 import type { EventEnvelope } from '../core/events.js'
 import { BurrowError, toBurrowError, type ErrorCode } from '../core/errors.js'
-import type { LlmResponse, ProviderRegistry } from '../core/llm.js'
+import type { LlmRequest, LlmResponse, ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
-import { textOf, type ContentBlock, type ToolCall, type ToolResultInput, type ToolUseBlock } from '../core/messages.js'
+import { textOf, type ContentBlock, type Message, type ToolCall, type ToolResultInput, type ToolUseBlock } from '../core/messages.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { BuiltinTool } from '../core/tools.js'
 import type { TurnResult } from '../core/wire.js'
+import type { Cancellation } from './cancellation.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
 import { totalTokens } from './session-reducer.js'
 
 /** Runs before every LLM call of the loop except a session's first (compaction plugs in here). */
-export type BeforeLlmCall = (session: LiveSession, turn: number, signal: AbortSignal) => Promise<void>
+export type BeforeLlmCall = (session: LiveSession, turn: number, signal: Cancellation) => Promise<void>
 
 export interface TurnRunnerDeps {
   providers: ProviderRegistry
@@ -35,7 +36,7 @@ export type TurnStart =
 export class TurnRunner {
   constructor(private readonly deps: TurnRunnerDeps) {}
 
-  async run(session: LiveSession, start: TurnStart, signal: AbortSignal): Promise<TurnResult> {
+  async run(session: LiveSession, start: TurnStart, signal: Cancellation): Promise<TurnResult> {
     const firstSeq = session.record.last_seq + 1
     let turn: number
     if (start.kind === 'input') {
@@ -59,7 +60,7 @@ export class TurnRunner {
     }
   }
 
-  private async loop(session: LiveSession, turn: number, firstSeq: number, maxTokens: number, signal: AbortSignal): Promise<TurnResult> {
+  private async loop(session: LiveSession, turn: number, firstSeq: number, maxTokens: number, signal: Cancellation): Promise<TurnResult> {
     const turnFirstSeq = session.record.open_turn?.first_seq ?? firstSeq
     const builtins = this.deps.builtinTools.filter((t) => t.enabledFor({ memory: session.record.config.memory }))
     const builtinByName = new Map(builtins.map((t) => [t.definition.name, t]))
@@ -101,19 +102,17 @@ export class TurnRunner {
     }
   }
 
-  private async callModel(session: LiveSession, turn: number, tools: TurnRunnerDeps['builtinTools'][number]['definition'][], maxTokens: number, signal: AbortSignal): Promise<LlmResponse> {
+  private async callModel(session: LiveSession, turn: number, tools: TurnRunnerDeps['builtinTools'][number]['definition'][], maxTokens: number, signal: Cancellation): Promise<LlmResponse> {
     const { client, model } = this.deps.providers.resolve(session.record.config.model)
     const t0 = performance.now()
     let outcome: 'ok' | 'error' | 'timeout' | 'aborted' = 'ok'
     try {
-      return await client.complete({
-        model,
-        system: session.record.config.system_prompt,
-        messages: session.record.messages,
-        tools,
-        maxTokens,
-        signal,
-      }, (d) => session.delta(turn, d.text))
+      const req: LlmRequest = {
+        model, system: session.record.config.system_prompt, messages: session.record.messages, tools, maxTokens,
+        get signal() { return signal.signal },
+        cancelled: () => signal.aborted,
+      }
+      return await client.complete(req, (d) => session.delta(turn, d.text))
     } catch (err) {
       outcome = signal.aborted ? 'aborted' : err instanceof BurrowError && err.code === 'PROVIDER_TIMEOUT' ? 'timeout' : 'error'
       throw err
@@ -122,11 +121,11 @@ export class TurnRunner {
     }
   }
 
-  private async runBuiltin(tool: BuiltinTool | undefined, u: ToolUseBlock, session: LiveSession, turn: number, signal: AbortSignal) {
+  private async runBuiltin(tool: BuiltinTool | undefined, u: ToolUseBlock, session: LiveSession, turn: number, signal: Cancellation) {
     const base = { tool_call_id: u.id, name: u.name }
     if (!tool) return { ...base, content: `Unknown tool: ${u.name}. Available tools are listed in the request.`, is_error: true }
     try {
-      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn, signal })
+      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn, signal: signal.signal })
       return { ...base, content: out.content, is_error: out.is_error === true }
     } catch (err) {
       if (signal.aborted) throw signal.reason
@@ -145,15 +144,14 @@ export class TurnRunner {
 
   private result(session: LiveSession, turn: number, firstSeq: number, turnFirstSeq: number, status: TurnResult['status'], stopReason: string, toolCalls: ToolCall[]): TurnResult {
     const r = session.record
-    const messages = r.messages.filter((_, i) => r.message_seqs[i]! >= firstSeq)
     return {
-      session_id: r.session_id, turn, status, output_text: outputTextSince(session, turnFirstSeq), messages: structuredClone(messages),
+      session_id: r.session_id, turn, status, output_text: outputTextSince(session, turnFirstSeq), messages: messagesSince(session, firstSeq),
       tool_calls: toolCalls, usage: turnUsage(session, turn), stop_reason: stopReason, first_seq: firstSeq, last_seq: r.last_seq,
     }
   }
 
   /** Ends the open turn as failed; returns the error the caller should see. */
-  private async fail(session: LiveSession, turn: number, firstSeq: number, err: unknown, signal: AbortSignal): Promise<BurrowError> {
+  private async fail(session: LiveSession, turn: number, firstSeq: number, err: unknown, signal: Cancellation): Promise<BurrowError> {
     const e = signal.aborted && !(err instanceof BurrowError && err.code !== 'INTERRUPTED')
       ? (signal.reason instanceof BurrowError ? signal.reason : new BurrowError('INTERRUPTED'))
       : toBurrowError(err)
@@ -201,15 +199,20 @@ function turnUsage(session: LiveSession, turn: number) {
   return { input_tokens: t?.input_tokens ?? 0, output_tokens: t?.output_tokens ?? 0, compaction_tokens: t?.compaction_tokens ?? 0 }
 }
 
-function outputTextSince(session: LiveSession, firstSeq: number): string {
+/** Messages added at or after `firstSeq` (walks back from the end: O(messages of this turn)). */
+function messagesSince(session: LiveSession, firstSeq: number): Message[] {
   const r = session.record
+  let i = r.messages.length
+  while (i > 0 && r.message_seqs[i - 1]! >= firstSeq) i--
+  return r.messages.slice(i)
+}
+
+function outputTextSince(session: LiveSession, firstSeq: number): string {
   const parts: string[] = []
-  for (let i = 0; i < r.messages.length; i++) {
-    const m = r.messages[i]!
-    if (m.role === 'assistant' && r.message_seqs[i]! >= firstSeq) {
-      const t = textOf(m.content)
-      if (t) parts.push(t)
-    }
+  for (const m of messagesSince(session, firstSeq)) {
+    if (m.role !== 'assistant') continue
+    const t = textOf(m.content)
+    if (t) parts.push(t)
   }
   return parts.join('\n\n')
 }

@@ -48,16 +48,14 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   app.setSerializerCompiler(() => (data) => JSON.stringify(data))
   app.addSchema({ ...ProblemSchema, $id: 'Problem', description: 'RFC 9457 problem details with the stable error `code`.' })
 
-  // An empty JSON body is an empty object, so `curl -X POST -H 'content-type: application/json'` works.
+  // Only JSON is accepted; an empty JSON body reads as no body (so `curl -X POST -H 'content-type: application/json'` works).
+  // fastify's own parser (with its prototype-poisoning protection) does the rest.
+  const parseJson = app.getDefaultJsonParser('error', 'error')
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = (body as string).trim()
-    if (text === '') { done(null, undefined); return }
-    try {
-      done(null, JSON.parse(text, (k, v) => (k === '__proto__' ? undefined : v)))
-    } catch (err) {
-      done(new BurrowError('INVALID_REQUEST', `The body is not valid JSON: ${(err as Error).message}`, { field: 'body' }), undefined)
-    }
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = body as string
+    if (text.length === 0 || (text.length < 64 && text.trim() === '')) { done(null, undefined); return }
+    parseJson(req, text, done)
   })
 
   app.setErrorHandler((err, req, reply) => {
@@ -73,8 +71,9 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     metrics.observeHttp(req.method, req.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
+    done()
   })
 
   sessionRoutes(app, service, metrics)

@@ -1,0 +1,96 @@
+import type { EventEnvelope } from '../core/events.js'
+import type { SessionRecord } from '../core/session-record.js'
+import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
+import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
+import { decodeCursor, encodeCursor } from './cursor.js'
+import { MemoryIdempotencyStore } from './memory-idempotency-store.js'
+import { toSummary } from '../core/views.js'
+
+/**
+ * The reference SessionRepository, in process memory: what the conformance suites hold
+ * every durable backend to. Values are deep-copied on the way in and out, as a real store's are.
+ */
+export class MemorySessionRepository implements SessionRepository {
+  private readonly log = new Map<string, EventEnvelope[]>()
+  private readonly snapshots = new Map<string, SessionRecord>()
+  private readonly checkpoints = new Map<string, number>()
+  private readonly dirty = new Map<string, number>()
+  readonly idempotency: IdempotencyStore
+
+  constructor(idempotencyTtlMs = 24 * 3600 * 1000) {
+    this.idempotency = new MemoryIdempotencyStore(idempotencyTtlMs)
+  }
+
+  readonly events = {
+    readAfter: async (sessionId: string, after: number, upTo = Infinity, limit = Infinity): Promise<EventEnvelope[]> => {
+      const out: EventEnvelope[] = []
+      for (const e of this.log.get(sessionId) ?? []) {
+        if (e.seq > after && e.seq <= upTo) out.push(structuredClone(e))
+        if (out.length >= limit) break
+      }
+      return out
+    },
+    lastSeq: async (sessionId: string): Promise<number> => this.log.get(sessionId)?.at(-1)?.seq ?? 0,
+  }
+
+  readonly sessions = {
+    get: async (sessionId: string): Promise<SessionRecord | undefined> => {
+      const r = this.snapshots.get(sessionId)
+      return r ? structuredClone(r) : undefined
+    },
+    list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
+      const after = decodeCursor(q.cursor)
+      const limit = q.limit ?? 20
+      const rows = [...this.snapshots.values()]
+        .filter((r) => r.config.tenant === tenant && (!q.status || r.status === q.status) && (after === undefined || r.session_id < after))
+        .sort((a, b) => (a.session_id < b.session_id ? 1 : -1))
+      const items = rows.slice(0, limit).map(toSummary)
+      return { items, next_cursor: rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+    },
+    runningTurns: async (): Promise<string[]> =>
+      [...this.snapshots.values()].filter((r) => r.open_turn?.state === 'running').map((r) => r.session_id),
+    allIds: (): AsyncIterable<string> => {
+      const ids = [...this.snapshots.keys()]
+      return (async function* () { yield* ids })()
+    },
+  }
+
+  readonly projection: ProjectionState = {
+    checkpoint: async (sid) => this.checkpoints.get(sid) ?? 0,
+    projected: async (sid, seq) => {
+      if (!this.snapshots.has(sid)) return
+      this.checkpoints.set(sid, seq)
+      if ((this.dirty.get(sid) ?? 0) <= seq) this.dirty.delete(sid)
+    },
+    pending: async () => [...this.dirty.keys()],
+    reset: async () => {
+      this.checkpoints.clear()
+      for (const r of this.snapshots.values()) this.dirty.set(r.session_id, r.last_seq)
+    },
+  }
+
+  async commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+    const sid = snapshot.session_id
+    const log = this.log.get(sid) ?? []
+    let expected = (log.at(-1)?.seq ?? 0) + 1
+    for (const e of events) {
+      if (e.session_id !== sid || e.seq !== expected) throw new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`)
+      expected++
+    }
+    if (snapshot.last_seq !== expected - 1) throw new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`)
+    log.push(...events.map((e) => structuredClone(e)))
+    this.log.set(sid, log)
+    this.snapshots.set(sid, structuredClone(snapshot))
+    this.dirty.set(sid, snapshot.last_seq)
+  }
+
+  async deleteSession(sessionId: string, tenant: string): Promise<void> {
+    this.log.delete(sessionId)
+    this.snapshots.delete(sessionId)
+    this.checkpoints.delete(sessionId)
+    this.dirty.delete(sessionId)
+    await this.idempotency.deletePrefix(`${tenant}\u0000${sessionId}\u0000`)
+  }
+
+  async close(): Promise<void> {}
+}
