@@ -30,9 +30,10 @@ export type StreamFrame = { kind: 'event'; event: EventEnvelope } | { kind: 'con
 
 /**
  * A live subscription: replayed events first, then live ones, with no gap and no
- * duplicate at the seam. Iteration ends after a `stream_closed` frame or `close()`.
+ * duplicate at the seam. It yields the frames that are ready as one batch (so a
+ * transport can write them at once); iteration ends after a `stream_closed` frame or `close()`.
  */
-export interface EventSubscription extends AsyncIterable<StreamFrame> {
+export interface EventSubscription extends AsyncIterable<StreamFrame[]> {
   close(): void
   /**
    * Called once if the service ends the subscription (slow consumer, shutdown, deletion).

@@ -34,6 +34,17 @@ interface Channel { tenant: string; recent: RecentEvents; subs: Set<Subscription
 export class EventHub {
   private readonly channels = new Map<string, Channel>()
   private readonly tenantSubs = new Map<string, Set<Subscription>>()
+  /** Subscriptions with frames to hand over; woken together once per event-loop turn. */
+  private toWake: Subscription[] = []
+  private readonly scheduleWake = (s: Subscription) => {
+    if (this.toWake.length === 0) setImmediate(this.wakeAll)
+    this.toWake.push(s)
+  }
+  private readonly wakeAll = () => {
+    const subs = this.toWake
+    this.toWake = []
+    for (const s of subs) s.wake()
+  }
 
   constructor(private readonly opts: { bufferSize: number; queueLimit: number }) {}
 
@@ -63,7 +74,7 @@ export class EventHub {
   subscribeSession(sessionId: string): Subscription {
     const ch = this.channels.get(sessionId)
     if (!ch) throw new Error(`no channel for ${sessionId}`)
-    const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId)
+    const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId, this.scheduleWake)
     ch.subs.add(sub)
     return sub
   }
@@ -75,7 +86,7 @@ export class EventHub {
     const sub = new Subscription(this.opts.queueLimit, (x) => {
       s.delete(x)
       if (s.size === 0 && this.tenantSubs.get(tenant) === s) this.tenantSubs.delete(tenant)
-    }, null)
+    }, null, this.scheduleWake)
     s.add(sub)
     return sub
   }

@@ -5,11 +5,12 @@ import type { EventSubscription, StreamControl, StreamFrame } from '../core/sess
  * One subscriber's bounded queue. Publishing never blocks: a consumer that falls
  * `limit` frames behind is dropped with a `stream_closed` (`slow_consumer`) frame
  * and can reconnect with Last-Event-ID. Consecutive text deltas of one turn are
- * coalesced while queued, so a slow reader of a fast stream costs little.
+ * coalesced while queued, and the consumer takes everything ready in one batch.
  */
 export class Subscription implements EventSubscription {
-  private readonly queue: StreamFrame[] = []
-  private waiter: ((r: IteratorResult<StreamFrame>) => void) | null = null
+  private queue: StreamFrame[] = []
+  private waiter: ((r: IteratorResult<StreamFrame[]>) => void) | null = null
+  private wakeScheduled = false
   private ended = false
   private closing = false
   /** Events published while a replay is loading; released after it (see `hold`). */
@@ -21,15 +22,17 @@ export class Subscription implements EventSubscription {
     private readonly limit: number,
     private readonly onClose: (s: Subscription) => void,
     readonly sessionId: string | null,
+    /** Arranges for `wake()` to be called soon; the hub batches many subscriptions into one tick. */
+    private readonly schedule: (s: Subscription) => void = (s) => queueMicrotask(() => s.wake()),
   ) {}
 
   /** Delivers a live event; returns false once the subscription is closed. */
   push(event: EventEnvelope): boolean {
     if (this.closing || this.ended) return false
     if (this.held) { this.held.push(event); return true }
-    if (event.type !== 'text_delta') {
-      if (event.seq <= this.lastSeq && this.sessionId !== null) return true // already replayed: no duplicate at the seam
-      if (this.sessionId !== null) this.lastSeq = event.seq
+    if (event.type !== 'text_delta' && this.sessionId !== null) {
+      if (event.seq <= this.lastSeq) return true // already replayed: no duplicate at the seam
+      this.lastSeq = event.seq
     }
     const last = this.queue[this.queue.length - 1]
     if (event.type === 'text_delta' && last?.kind === 'event' && last.event.type === 'text_delta' &&
@@ -61,10 +64,10 @@ export class Subscription implements EventSubscription {
     for (const e of held) this.push(e)
   }
 
-  /** Sends a final control frame, then ends the iteration once the queue is drained. */
+  /** Sends a final control frame, then ends the iteration once it is taken. */
   closeWith(c: StreamControl): void {
     if (this.closing || this.ended) return
-    this.queue.length = 0 // a dropped consumer gets the reason now, not after its backlog
+    this.queue = [] // a dropped consumer gets the reason now, not after its backlog
     this.enqueue({ kind: 'control', control: c })
     this.closing = true
     this.onClose(this)
@@ -81,7 +84,7 @@ export class Subscription implements EventSubscription {
   close(): void {
     if (this.ended) return
     this.ended = true
-    this.queue.length = 0
+    this.queue = []
     this.onClose(this)
     const w = this.waiter
     this.waiter = null
@@ -91,16 +94,33 @@ export class Subscription implements EventSubscription {
   get backlog(): number { return this.queue.length }
 
   private enqueue(f: StreamFrame): void {
-    const w = this.waiter
-    if (w) { this.waiter = null; w({ value: f, done: false }); return }
     this.queue.push(f)
+    // Wake the reader once, after the current burst: it takes the whole burst as one batch.
+    if (this.waiter && !this.wakeScheduled) {
+      this.wakeScheduled = true
+      this.schedule(this)
+    }
   }
 
-  [Symbol.asyncIterator](): AsyncIterator<StreamFrame> {
+  /** Hands the reader everything queued (called by the scheduler). */
+  wake(): void {
+    this.wakeScheduled = false
+    const w = this.waiter
+    if (!w || this.queue.length === 0) return
+    this.waiter = null
+    w({ value: this.takeAll(), done: false })
+  }
+
+  private takeAll(): StreamFrame[] {
+    const batch = this.queue
+    this.queue = []
+    return batch
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<StreamFrame[]> {
     return {
       next: () => {
-        const f = this.queue.shift()
-        if (f) return Promise.resolve({ value: f, done: false })
+        if (this.queue.length > 0) return Promise.resolve({ value: this.takeAll(), done: false })
         if (this.ended || this.closing) { this.close(); return Promise.resolve({ value: undefined, done: true }) }
         return new Promise((resolve) => { this.waiter = resolve })
       },

@@ -5,13 +5,14 @@ import type { EventEnvelope } from '../../src/core/events.js'
 const ev = (seq: number, type: EventEnvelope['type'] = 'turn_started', text = ''): EventEnvelope =>
   ({ seq, session_id: 's', turn: 1, type, at: '2026-01-01T00:00:00.000Z', data: type === 'text_delta' ? { text } : {} } as EventEnvelope)
 
+/** Takes up to `n` frames, batch by batch. */
 async function drain(sub: Subscription, n: number) {
   const out = []
   const it = sub[Symbol.asyncIterator]()
-  for (let i = 0; i < n; i++) {
+  while (out.length < n) {
     const r = await it.next()
     if (r.done) break
-    out.push(r.value)
+    out.push(...r.value)
   }
   return out
 }
@@ -40,6 +41,17 @@ t.test('queued text deltas of a turn are coalesced', async (t) => {
   const frames = await drain(sub, 3)
   t.equal(frames.length, 3)
   t.same(frames[1], { kind: 'event', event: ev(1, 'text_delta', 'abc') })
+})
+
+t.test('frames ready together are taken as one batch', async (t) => {
+  const sub = new Subscription(10, () => {}, 's')
+  const it = sub[Symbol.asyncIterator]()
+  const first = it.next()
+  sub.push(ev(1))
+  sub.push(ev(2))
+  sub.push(ev(3))
+  const r = await first
+  t.same((r.value as any[]).map((f) => f.event.seq), [1, 2, 3], 'one wake-up for a synchronous burst')
 })
 
 t.test('hold/release: replay first, then held live events, no duplicate', async (t) => {

@@ -5,7 +5,7 @@ import { invalidRequest } from '../../core/errors.js'
 import type { EventSubscription, SessionService } from '../../core/session-service.js'
 import { callContext } from './call-context.js'
 import { errors, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
-import { sseMessage } from './sse-frames.js'
+import { frameText } from './sse-frames.js'
 import type { RestMetrics } from './rest-api.js'
 
 /** How long a dropped (slow) reader gets to take its final frame before its socket is destroyed. */
@@ -54,21 +54,38 @@ function resumePoint(after: number | undefined, lastEventId: string | undefined)
   return after
 }
 
-/** Writes a subscription to the response, waiting on the socket (the subscription's queue absorbs bursts). */
+/**
+ * Writes a subscription to the response: each ready batch in one write, then waits for
+ * the socket to drain (the subscription's bounded queue absorbs bursts meanwhile).
+ */
 async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMetrics): Promise<void> {
   const sse = reply.sse!
+  const raw = reply.raw
   metrics.sseOpened()
   sse.onClose(() => { sub.close(); metrics.sseClosed() })
   // Ended by the service: the final frame is queued; a reader that does not take it in time is cut off.
-  sub.onEnd(() => { setTimeout(() => reply.raw.destroy(), DROP_GRACE_MS).unref() })
+  sub.onEnd(() => { setTimeout(() => raw.destroy(), DROP_GRACE_MS).unref() })
   sse.sendHeaders()
   // Tell EventSource to reconnect after 1 s (browsers default to ~3 s); it resends Last-Event-ID.
-  reply.raw.write(': connected\nretry: 1000\n\n')
-  for await (const frame of sub) {
+  raw.write(': connected\nretry: 1000\n\n')
+  for await (const batch of sub) {
     if (!sse.isConnected) break
-    const final = frame.kind === 'control' && frame.control.type === 'stream_closed'
-    await sse.send(sseMessage(frame))
+    let text = ''
+    let final = false
+    for (const f of batch) {
+      text += frameText(f)
+      if (f.kind === 'control' && f.control.type === 'stream_closed') final = true
+    }
+    if (!raw.write(text) && !final) await drained(raw)
     if (final) break
   }
   sub.close()
+}
+
+function drained(raw: FastifyReply['raw']): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => { raw.off('drain', done); raw.off('close', done); resolve() }
+    raw.once('drain', done)
+    raw.once('close', done)
+  })
 }

@@ -9,7 +9,7 @@ import {
 } from '../../core/wire.js'
 import { callContext } from './call-context.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
-import { eventMessage } from './sse-frames.js'
+import { eventText } from './sse-frames.js'
 import type { RestMetrics } from './rest-api.js'
 
 const TurnResponses = (extra: Parameters<typeof errors>) => ({
@@ -46,7 +46,11 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
     metrics.sseOpened()
     reply.sse.onClose(() => metrics.sseClosed())
     // The turn's own events are bounded by the turn, so they are written without waiting on the reader.
-    ctx.onEvent = (e) => { if (reply.sse.isConnected) reply.sse.send(eventMessage(e)).catch(() => undefined) }
+    ctx.onEvent = (e) => {
+      if (!reply.sse.isConnected) return
+      reply.sse.sendHeaders()
+      reply.raw.write(eventText(e))
+    }
     try {
       await service[op](req.params.id, req.body, ctx)
     } catch (err) {

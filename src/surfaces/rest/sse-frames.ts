@@ -1,32 +1,32 @@
 import type { EventEnvelope } from '../../core/events.js'
 import type { StreamFrame } from '../../core/session-service.js'
 
-export interface SseMessage { id?: string; event: string; data: string }
+const formatted = new WeakMap<object, string>()
 
-const serialized = new WeakMap<object, string>()
-
-/** JSON of an envelope, computed once however many subscribers receive it. */
-function json(e: object): string {
-  let s = serialized.get(e)
-  if (s === undefined) { s = JSON.stringify(e); serialized.set(e, s) }
+/**
+ * The SSE text of a frame, formatted once however many subscribers receive it.
+ * `id:` is the seq of stored events (so Last-Event-ID resumes exactly); text deltas
+ * and control frames carry no id. JSON has no raw newlines, so `data:` is one line.
+ */
+export function frameText(f: StreamFrame): string {
+  if (f.kind === 'event') return eventText(f.event)
+  let s = formatted.get(f.control)
+  if (s === undefined) { s = `event: ${f.control.type}\ndata: ${JSON.stringify(f.control)}\n\n`; formatted.set(f.control, s) }
   return s
 }
 
-/**
- * One SSE message per frame: `id:` is the seq of stored events (so Last-Event-ID
- * resumes exactly); text deltas and control frames carry no id.
- */
-export function sseMessage(f: StreamFrame): SseMessage {
-  if (f.kind === 'event') return eventMessage(f.event)
-  return { event: f.control.type, data: json(f.control) }
+export function eventText(e: EventEnvelope): string {
+  let s = formatted.get(e)
+  if (s === undefined) {
+    s = e.type === 'text_delta'
+      ? `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
+      : `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
+    formatted.set(e, s)
+  }
+  return s
 }
 
-export function eventMessage(e: EventEnvelope): SseMessage {
-  if (e.type === 'text_delta') return { event: e.type, data: json(e) }
-  return { id: String(e.seq), event: e.type, data: json(e) }
-}
-
-/** The route-level serializer: data is already JSON. */
+/** The route-level serializer @fastify/sse uses for anything sent through it. */
 export function passThrough(d: unknown): string {
   return typeof d === 'string' ? d : JSON.stringify(d)
 }
