@@ -41,6 +41,13 @@ export interface EventSubscription extends AsyncIterable<StreamFrame[]> {
    * should give up on delivering it after a grace period.
    */
   onEnd(cb: () => void): void
+  /**
+   * Push mode, for transports that write synchronously (a socket): `write` gets each
+   * ready batch as soon as it is ready and returns false when the transport is full;
+   * delivery then pauses (frames queue, bounded) until `resume()`. `onDone` runs once
+   * the subscription has ended (after its final frame, if any). Use either this or iteration.
+   */
+  attach(write: (batch: StreamFrame[]) => boolean, onDone: () => void): { resume(): void }
 }
 
 export interface SubscribeOptions {

@@ -17,6 +17,10 @@ export class Subscription implements EventSubscription {
   private held: EventEnvelope[] | null = null
   private lastSeq = 0
   private endCallbacks: Array<() => void> = []
+  /** Push mode (see attach): the writer, whether it is paused, and who to tell at the end. */
+  private writer: ((batch: StreamFrame[]) => boolean) | null = null
+  private paused = false
+  private onDone: (() => void) | null = null
 
   constructor(
     private readonly limit: number,
@@ -89,6 +93,26 @@ export class Subscription implements EventSubscription {
     const w = this.waiter
     this.waiter = null
     w?.({ value: undefined, done: true })
+    const done = this.onDone
+    this.onDone = null
+    done?.()
+  }
+
+  attach(write: (batch: StreamFrame[]) => boolean, onDone: () => void): { resume(): void } {
+    this.writer = write
+    this.onDone = onDone
+    if (this.queue.length > 0 || this.closing) this.flush()
+    return { resume: () => { this.paused = false; this.flush() } }
+  }
+
+  /** Push mode: hands everything queued to the writer; ends after a final frame. */
+  private flush(): void {
+    if (this.ended || !this.writer) return
+    if (this.queue.length > 0 && !this.paused) {
+      const ok = this.writer(this.takeAll())
+      if (!ok) this.paused = true
+    }
+    if (this.closing && this.queue.length === 0) this.close()
   }
 
   get backlog(): number { return this.queue.length }
@@ -96,7 +120,7 @@ export class Subscription implements EventSubscription {
   private enqueue(f: StreamFrame): void {
     this.queue.push(f)
     // Wake the reader once, after the current burst: it takes the whole burst as one batch.
-    if (this.waiter && !this.wakeScheduled) {
+    if ((this.waiter || (this.writer && !this.paused)) && !this.wakeScheduled) {
       this.wakeScheduled = true
       this.schedule(this)
     }
@@ -105,6 +129,7 @@ export class Subscription implements EventSubscription {
   /** Hands the reader everything queued (called by the scheduler). */
   wake(): void {
     this.wakeScheduled = false
+    if (this.writer) { this.flush(); return }
     const w = this.waiter
     if (!w || this.queue.length === 0) return
     this.waiter = null

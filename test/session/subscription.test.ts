@@ -67,3 +67,31 @@ t.test('hold/release: replay first, then held live events, no duplicate', async 
   sub.close()
   t.same(await drain(sub, 1), [], 'closed iteration ends')
 })
+
+t.test('push mode: batches go to the writer; a full writer pauses delivery until resumed', async (t) => {
+  const wakes: Subscription[] = []
+  const sub = new Subscription(5, () => {}, 's', (s) => wakes.push(s))
+  const got: number[][] = []
+  let accept = true
+  let done = false
+  const flow = sub.attach((batch) => { got.push(batch.map((f) => (f.kind === 'event' ? f.event.seq : -1))); return accept }, () => { done = true })
+  sub.push(ev(1))
+  sub.push(ev(2))
+  t.equal(wakes.length, 1, 'one wake-up for the burst')
+  wakes.shift()!.wake()
+  t.same(got, [[1, 2]])
+  accept = false
+  sub.push(ev(3))
+  wakes.shift()!.wake()
+  t.same(got, [[1, 2], [3]], 'delivered, and the writer said it is full')
+  sub.push(ev(4))
+  sub.push(ev(5))
+  t.equal(wakes.length, 0, 'paused: no wake-ups while the writer is full')
+  accept = true
+  flow.resume()
+  t.same(got.at(-1), [4, 5], 'resume flushes what queued meanwhile')
+  sub.closeWith({ type: 'stream_closed', session_id: 's', data: { reason: 'shutdown' } })
+  wakes.shift()!.wake()
+  t.same(got.at(-1), [-1], 'the final frame')
+  t.ok(done, 'then the end is signalled')
+})

@@ -55,8 +55,9 @@ function resumePoint(after: number | undefined, lastEventId: string | undefined)
 }
 
 /**
- * Writes a subscription to the response: each ready batch in one write, then waits for
- * the socket to drain (the subscription's bounded queue absorbs bursts meanwhile).
+ * Writes a subscription to the response in push mode: each ready batch in one write as
+ * soon as it is ready; when the socket is full, delivery pauses until it drains (the
+ * subscription's bounded queue absorbs bursts meanwhile, and drops a reader that stalls).
  */
 async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMetrics): Promise<void> {
   const sse = reply.sse!
@@ -68,24 +69,13 @@ async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMe
   sse.sendHeaders()
   // Tell EventSource to reconnect after 1 s (browsers default to ~3 s); it resends Last-Event-ID.
   raw.write(': connected\nretry: 1000\n\n')
-  for await (const batch of sub) {
-    if (!sse.isConnected) break
-    let text = ''
-    let final = false
-    for (const f of batch) {
-      text += frameText(f)
-      if (f.kind === 'control' && f.control.type === 'stream_closed') final = true
-    }
-    if (!raw.write(text) && !final) await drained(raw)
-    if (final) break
-  }
-  sub.close()
-}
-
-function drained(raw: FastifyReply['raw']): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => { raw.off('drain', done); raw.off('close', done); resolve() }
-    raw.once('drain', done)
-    raw.once('close', done)
+  await new Promise<void>((resolve) => {
+    const flow = sub.attach((batch) => {
+      if (!sse.isConnected) return true
+      let text = ''
+      for (const f of batch) text += frameText(f)
+      return raw.write(text)
+    }, resolve)
+    raw.on('drain', () => flow.resume())
   })
 }
