@@ -75,7 +75,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     maxTurnSteps: r.int('BURROW_MAX_TURN_STEPS', 32, 1, 1000),
     defaultMaxTokens: r.int('BURROW_DEFAULT_MAX_TOKENS', 4096, 1, 200_000),
-    eventBuffer: r.int('BURROW_EVENT_BUFFER', 1000, 0, 1_000_000),
+    eventBuffer: r.int('BURROW_EVENT_BUFFER', 256, 0, 1_000_000),
     sseHeartbeatMs: r.int('BURROW_SSE_HEARTBEAT_MS', 15_000, 10, 3_600_000),
     sseQueueLimit: r.int('BURROW_SSE_QUEUE_LIMIT', 1024, 1, 1_000_000),
     maxLiveSessions: r.int('BURROW_MAX_LIVE_SESSIONS', 10_000, 1, 10_000_000),

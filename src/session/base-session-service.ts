@@ -224,7 +224,14 @@ export abstract class BaseSessionService implements SessionService {
   // ---- shared machinery -------------------------------------------------------------
 
   /** The caller's live session, loading it if needed; another tenant's is not found. */
-  protected async session(tenant: string, id: string): Promise<LiveSession> {
+  protected session(tenant: string, id: string): LiveSession | Promise<LiveSession> {
+    const s = this.live.get(id)
+    // The common case — a live, healthy session of this tenant — answers without a promise.
+    if (s && s.tenant === tenant && !s.broken) { s.lastActive = Date.now(); return s }
+    return this.loadSession(tenant, id)
+  }
+
+  private async loadSession(tenant: string, id: string): Promise<LiveSession> {
     if (!isSessionId(id)) throw new BurrowError('SESSION_NOT_FOUND', `Session ${String(id).slice(0, 64)} not found.`)
     let s = this.live.get(id)
     if (!s) {

@@ -41,13 +41,14 @@ export class LiveSession {
   /**
    * Commits events in order (applied to the record, persisted, then published —
    * a subscriber never sees an event that is not durable). Calls are serialised.
+   * Returns synchronously when there is nothing to wait for (no store, nothing queued).
    */
-  emit(turn: number, events: readonly PendingEvent[]): Promise<EventEnvelope[]> {
+  emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
     // Usually nothing is in flight and the batch starts at once; otherwise it queues behind.
     const run = this.inFlight === 0 ? this.emitNow(turn, events) : this.tail.then(() => this.emitNow(turn, events))
+    if (!(run instanceof Promise)) return run
     this.inFlight++
-    const settled = run.then(() => { this.inFlight-- }, () => { this.inFlight-- })
-    this.tail = settled
+    this.tail = run.then(() => { this.inFlight-- }, () => { this.inFlight-- })
     return run
   }
 
@@ -60,7 +61,7 @@ export class LiveSession {
     this.deliver(e)
   }
 
-  private async emitNow(turn: number, events: readonly PendingEvent[]): Promise<EventEnvelope[]> {
+  private emitNow(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
     if (this.broken) throw new Error(`session ${this.id} is out of sync with its log`)
     const at = this.now().toISOString()
     const out: EventEnvelope[] = []
@@ -70,13 +71,18 @@ export class LiveSession {
       this.record = applyEvent(this.record, e)
       out.push(e)
     }
+    let pending: Promise<void> | void
     try {
-      const pending = this.commit(out, this.record)
-      if (pending) await pending
+      pending = this.commit(out, this.record)
     } catch (err) {
       this.broken = true
       throw err
     }
+    if (!pending) return this.committed(out)
+    return pending.then(() => this.committed(out), (err: unknown) => { this.broken = true; throw err })
+  }
+
+  private committed(out: EventEnvelope[]): EventEnvelope[] {
     this.lastActive = Date.now()
     for (const e of out) this.deliver(e)
     return out

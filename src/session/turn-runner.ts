@@ -182,7 +182,7 @@ export async function closeOpenTurn(session: LiveSession, code: ErrorCode | stri
   }
   const u = turnUsage(session, open.turn)
   events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
-  return session.emit(open.turn, events)
+  return await session.emit(open.turn, events)
 }
 
 function checkBudget(session: LiveSession): void {

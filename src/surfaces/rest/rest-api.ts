@@ -71,8 +71,19 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 
+  // Request metrics, labelled by route template. The template is captured when each route is
+  // registered (req.routeOptions builds a fresh object on every access, too slow per request).
+  app.addHook('onRoute', (route) => {
+    const url = route.url
+    const observe = (req: { method: string }, reply: { statusCode: number; elapsedTime: number }, done: () => void) => {
+      metrics.observeHttp(req.method, url, reply.statusCode, reply.elapsedTime / 1000)
+      done()
+    }
+    const existing = route.onResponse
+    route.onResponse = existing === undefined ? [observe] : Array.isArray(existing) ? [...existing, observe] : [existing, observe]
+  })
   app.addHook('onResponse', (req, reply, done) => {
-    metrics.observeHttp(req.method, req.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
+    if (reply.statusCode === 404 && !req.routeOptions.url) metrics.observeHttp(req.method, 'unmatched', 404, reply.elapsedTime / 1000)
     done()
   })
 
