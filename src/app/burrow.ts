@@ -7,10 +7,13 @@ import { Metrics } from './metrics.js'
 import { buildService } from './service.js'
 import { VERSION } from './version.js'
 import type { Logger as PinoLogger } from 'pino'
+import type { Projector } from '../session/projector.js'
 
 export interface Burrow {
   app: FastifyInstance
   service: SessionService
+  /** The projection worker, when the session store is on. */
+  projector: Projector | undefined
   config: Config
   logger: PinoLogger
   /** Listens on the configured address and logs the one start-up line; returns the URL. */
@@ -28,7 +31,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
   let closing: Promise<void> | null = null
 
   return {
-    app, service: built.service, config, logger,
+    app, service: built.service, projector: built.projector, config, logger,
     async listen() {
       const url = await app.listen({ host: config.host, port: config.port })
       const caps = built.service.capabilities()

@@ -1,4 +1,5 @@
 import type { EffectiveCompaction } from '../core/session-record.js'
+import { StartupError } from './startup-error.js'
 
 /** Every setting of the service, checked at start-up (contract §9). */
 export interface Config {
@@ -32,7 +33,7 @@ export interface Config {
   compactionDefaults: EffectiveCompaction
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends StartupError {
   constructor(readonly problems: string[]) {
     super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
     this.name = 'ConfigError'

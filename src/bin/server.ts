@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { ConfigError, loadConfig } from '../app/config.js'
+import { loadConfig } from '../app/config.js'
+import { StartupError } from '../app/startup-error.js'
 import { createBurrow } from '../app/burrow.js'
 
 /** `npm start`: configuration from the environment, graceful stop on SIGTERM/SIGINT. */
@@ -8,7 +9,7 @@ async function main(): Promise<void> {
   try {
     burrow = await createBurrow(loadConfig())
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof StartupError) {
       process.stderr.write(`burrow: ${err.message}\n`)
       process.exit(78)
     }

@@ -128,7 +128,7 @@ export abstract class BaseSessionService implements SessionService {
     this.refuseWhenShuttingDown()
     const session = await this.session(tenant, id)
     return this.idempotent(ctx, tenant, op, id, req, async () => {
-      const start = this.turnStart(session, req)
+      const start = this.turnStart(session, req, op === 'session/resume')
       return this.runTurn(session, start, ctx)
     }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
   }
@@ -216,10 +216,7 @@ export abstract class BaseSessionService implements SessionService {
       for (const r of left) r.controller.abort(new BurrowError('INTERRUPTED', 'The service is shutting down.', { reason: 'shutdown' }))
       await Promise.allSettled(left.map((r) => r.done))
     }
-    await this.closeStorage()
   }
-
-  protected async closeStorage(): Promise<void> {}
 
   // ---- shared machinery -------------------------------------------------------------
 
@@ -300,14 +297,15 @@ export abstract class BaseSessionService implements SessionService {
   }
 
   /** Checks a turn request against the session's state; throws before anything is recorded. */
-  private turnStart(session: LiveSession, req: StartTurn): TurnStart {
+  private turnStart(session: LiveSession, req: StartTurn, allowContinue = false): TurnStart {
     if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
-    if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`, { turn: undefined })
+    if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
     const hasInput = req.input !== undefined
     const hasResults = req.tool_results !== undefined
-    if (hasInput === hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
+    if (hasInput && hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
+    if (!hasInput && !hasResults && !allowContinue) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
     const open = session.record.open_turn
-    if (hasInput) {
+    if (!hasResults) {
       if (open) {
         const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
         throw new BurrowError('SESSION_BUSY',
@@ -316,7 +314,8 @@ export abstract class BaseSessionService implements SessionService {
       }
       assertBudget(session)
       this.deps.providers.resolve(session.record.config.model)
-      const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : structuredClone(req.input!)
+      if (!hasInput) return { kind: 'continue', maxTokens: req.max_tokens }
+      const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!
       return { kind: 'input', input, maxTokens: req.max_tokens }
     }
     if (!open || open.state !== 'requires_action') throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
@@ -336,7 +335,7 @@ export abstract class BaseSessionService implements SessionService {
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
     const controller = new Cancellation()
-    const turn = start.kind === 'input' ? session.record.turn_count + 1 : session.record.open_turn!.turn
+    const turn = start.kind === 'tool_results' ? session.record.open_turn!.turn : session.record.turn_count + 1
     const t0 = performance.now()
     session.callSink = ctx.onEvent ?? null
     const done = this.runner.run(session, start, controller)

@@ -26,6 +26,8 @@ export interface TurnRunnerDeps {
 
 export type TurnStart =
   | { kind: 'input'; input: ContentBlock[]; maxTokens?: number | undefined }
+  /** A new turn without new input: the model answers the history as it stands (resume after a crash). */
+  | { kind: 'continue'; maxTokens?: number | undefined }
   | { kind: 'tool_results'; results: ToolResultInput[]; maxTokens?: number | undefined }
 
 /**
@@ -39,9 +41,10 @@ export class TurnRunner {
   async run(session: LiveSession, start: TurnStart, signal: Cancellation): Promise<TurnResult> {
     const firstSeq = session.record.last_seq + 1
     let turn: number
-    if (start.kind === 'input') {
+    if (start.kind === 'input' || start.kind === 'continue') {
       turn = session.record.turn_count + 1
-      await session.emit(turn, [{ type: 'turn_started', data: { input: start.input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
+      const input = start.kind === 'input' ? start.input : null
+      await session.emit(turn, [{ type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
     } else {
       turn = session.record.open_turn!.turn
       const pending = session.record.open_turn!.pending_tool_calls

@@ -1,0 +1,107 @@
+import { BurrowError, invalidRequest } from '../core/errors.js'
+import type { EventEnvelope } from '../core/events.js'
+import type { SessionRecord } from '../core/session-record.js'
+import type { CallContext } from '../core/session-service.js'
+import type { SessionRepository } from '../core/stores.js'
+import { toView } from '../core/views.js'
+import type { Page, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult } from '../core/wire.js'
+import { BaseSessionService, type SessionServiceDeps } from './base-session-service.js'
+import type { CommitFn } from './live-session.js'
+import { closeOpenTurn } from './turn-runner.js'
+
+export interface PersistentDeps extends Omit<SessionServiceDeps, 'idempotency'> {
+  repository: SessionRepository
+  /** Told after every commit (the projector). */
+  onCommit?: (sessionId: string) => void
+  /** Told when a session is deleted (the projector removes its files). */
+  onDelete?: (sessionId: string) => Promise<void>
+}
+
+/**
+ * Sessions on a durable SessionRepository: every event is committed (with the
+ * snapshot it produced) before anyone sees it or a turn is acknowledged; sessions load
+ * lazily; a turn left running by a process that died is closed at start-up.
+ */
+export class PersistentSessionService extends BaseSessionService {
+  private readonly repo: SessionRepository
+  private readonly commit: CommitFn
+
+  constructor(private readonly pdeps: PersistentDeps) {
+    super({ ...pdeps, idempotency: pdeps.repository.idempotency })
+    this.repo = pdeps.repository
+    const notify = pdeps.onCommit
+    this.commit = notify
+      ? async (events, record) => { await this.repo.commit(events, record); notify(record.session_id) }
+      : (events, record) => this.repo.commit(events, record)
+  }
+
+  protected commitFn(): CommitFn { return this.commit }
+  protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
+  protected storedEvents(id: string, after: number, upTo: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo) }
+
+  /**
+   * Closes every turn a previous process left running: synthetic results for its open
+   * tool calls, then `turn_failed` with `reason: process_restarted`. Returns how many.
+   */
+  async recover(): Promise<number> {
+    const ids = await this.repo.sessions.runningTurns()
+    let n = 0
+    for (const id of ids) {
+      const record = await this.repo.sessions.get(id)
+      if (!record?.open_turn) continue
+      const s = this.adopt(record)
+      await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
+      this.deps.logger.warn({ session_id: id, turn: record.open_turn.turn }, 'closed a turn left running by a previous process')
+      n++
+    }
+    return n
+  }
+
+  async read(id: string, ctx: CallContext): Promise<SessionView> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    return toView(s.record, s.running !== null)
+  }
+
+  async list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>> {
+    const tenant = this.authenticate(ctx)
+    return this.repo.sessions.list(tenant, q)
+  }
+
+  async archive(id: string, ctx: CallContext): Promise<void> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    await this.idempotent(ctx, tenant, 'session/archive', id, {}, async () => {
+      if (s.record.status === 'archived') return
+      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
+      // A paused turn is closed first: an archived session never keeps a dangling tool call.
+      await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
+      await s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+    })
+  }
+
+  async delete(id: string, ctx: CallContext): Promise<void> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
+    this.live.delete(id)
+    this.hub.drop(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
+    await this.repo.deleteSession(id, tenant)
+    await this.pdeps.onDelete?.(id)
+  }
+
+  /**
+   * Continues a persisted session (loading it if this process has not), also one
+   * whose last turn was cut off by a crash. With neither `input` nor `tool_results`,
+   * the model is asked to answer the history as it stands (it must end with the user).
+   */
+  async resume(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
+    const tenant = this.authenticate(ctx)
+    if (req.input === undefined && req.tool_results === undefined) {
+      const s = await this.session(tenant, id)
+      const last = s.record.messages[s.record.messages.length - 1]
+      if (!last || last.role !== 'user') throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
+    }
+    return this.turn(tenant, id, req, ctx, 'session/resume')
+  }
+}

@@ -1,0 +1,115 @@
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from '../core/logger.js'
+import type { SessionRepository } from '../core/stores.js'
+import { toView } from '../core/views.js'
+import { renderEvent } from './transcript.js'
+
+/**
+ * The projection (contract §7): an async worker that tails the event log and keeps
+ * `sessions/<id>/session.json` and `sessions/<id>/transcript.md` under the data dir.
+ * Files are written atomically (temp file + rename), a checkpoint per session records
+ * how far they go, and they are never read back as a source of truth. Commits only
+ * mark sessions; the work happens later, off the turn's path.
+ */
+export class Projector {
+  private readonly dirty = new Set<string>()
+  private timer: NodeJS.Timeout | null = null
+  private working: Promise<void> | null = null
+  private closed = false
+  private readonly root: string
+
+  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger, private readonly debounceMs = 50) {
+    this.root = join(dataDir, 'sessions')
+  }
+
+  /** Picks up what a previous process committed but did not project. */
+  async start(): Promise<void> {
+    for (const id of await this.repo.projection.pending()) this.dirty.add(id)
+    this.schedule()
+  }
+
+  notify(sessionId: string): void {
+    if (this.closed) return
+    this.dirty.add(sessionId)
+    this.schedule()
+  }
+
+  /** Resolves when every session marked so far is projected. */
+  async idle(): Promise<void> {
+    for (;;) {
+      if (this.timer) { clearTimeout(this.timer); this.timer = null }
+      if (this.dirty.size > 0 && !this.working) this.kick()
+      if (!this.working) return
+      await this.working
+    }
+  }
+
+  async remove(sessionId: string): Promise<void> {
+    this.dirty.delete(sessionId)
+    await this.working
+    await rm(join(this.root, sessionId), { recursive: true, force: true })
+  }
+
+  /** Throws the files away and projects every session again from its log. */
+  async rebuildAll(): Promise<void> {
+    await this.idle()
+    await rm(this.root, { recursive: true, force: true })
+    await this.repo.projection.reset()
+    for (const id of await this.repo.projection.pending()) this.dirty.add(id)
+    this.kick()
+    await this.idle()
+  }
+
+  async close(): Promise<void> {
+    await this.idle()
+    this.closed = true
+  }
+
+  private schedule(): void {
+    if (this.timer || this.working || this.dirty.size === 0) return
+    this.timer = setTimeout(() => { this.timer = null; this.kick() }, this.debounceMs)
+    this.timer.unref()
+  }
+
+  private kick(): void {
+    if (this.working) return
+    this.working = this.drain().finally(() => { this.working = null; this.schedule() })
+  }
+
+  private async drain(): Promise<void> {
+    while (this.dirty.size > 0) {
+      const id = this.dirty.values().next().value as string
+      this.dirty.delete(id)
+      try {
+        await this.project(id)
+      } catch (err) {
+        this.logger.error({ err, session_id: id }, 'projection failed; will retry on the next commit')
+      }
+    }
+  }
+
+  private async project(id: string): Promise<void> {
+    const record = await this.repo.sessions.get(id)
+    const dir = join(this.root, id)
+    if (!record) { await rm(dir, { recursive: true, force: true }); return }
+    let from = await this.repo.projection.checkpoint(id)
+    if (from >= record.last_seq) { await this.repo.projection.projected(id, record.last_seq); return }
+    const transcriptPath = join(dir, 'transcript.md')
+    let transcript = ''
+    if (from > 0) {
+      try { transcript = await readFile(transcriptPath, 'utf8') } catch { from = 0 } // missing file: start over
+    }
+    await mkdir(dir, { recursive: true })
+    for (const e of await this.repo.events.readAfter(id, from, record.last_seq)) transcript += renderEvent(e)
+    await atomicWrite(transcriptPath, transcript)
+    await atomicWrite(join(dir, 'session.json'), `${JSON.stringify(toView(record, false), null, 2)}\n`)
+    await this.repo.projection.projected(id, record.last_seq)
+  }
+}
+
+async function atomicWrite(path: string, content: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`
+  await writeFile(tmp, content)
+  await rename(tmp, path)
+}

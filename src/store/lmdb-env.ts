@@ -1,0 +1,77 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { open, type Database, type RootDatabase } from 'lmdb'
+import { DataDirLock } from './data-dir-lock.js'
+
+export const SCHEMA_VERSION = 1
+
+/** The named databases of Burrow's LMDB environment (keys are ordered-binary, values msgpack). */
+export interface BurrowDbs {
+  meta: Database<unknown, string>
+  /** [session_id, seq] → event envelope */
+  events: Database<unknown, [string, number]>
+  /** session_id → snapshot head (the record without its long lists) */
+  heads: Database<unknown, string>
+  /** [session_id, index] → { m: message, s: seq } */
+  messages: Database<unknown, [string, number]>
+  /** [session_id, turn] → token totals of the turn */
+  turnUsage: Database<unknown, [string, number]>
+  /** [tenant, session_id] → 1, and [tenant, status, session_id] → 1: list indexes */
+  byTenant: Database<unknown, [string, string]>
+  byStatus: Database<unknown, [string, string, string]>
+  /** session_id → turn: sessions whose committed state has a turn running */
+  running: Database<unknown, string>
+  /** session_id → seq: projection checkpoints, and sessions committed past theirs */
+  checkpoints: Database<unknown, string>
+  pending: Database<unknown, string>
+  /** tenant \0 session \0 key → idempotency record */
+  idempotency: Database<unknown, string>
+}
+
+export interface LmdbEnv {
+  root: RootDatabase
+  dbs: BurrowDbs
+  /** Resolves once every commit so far is on disk (fsync durability). */
+  flushed(): Promise<void>
+  close(): Promise<void>
+}
+
+export class SchemaMismatchError extends Error {}
+
+/**
+ * Opens (creating if needed) `<dataDir>/lmdb`, after taking the data directory's
+ * process lock. Opening does not read sessions: start-up cost does not grow with them.
+ */
+export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
+  mkdirSync(dataDir, { recursive: true })
+  const lock = await DataDirLock.acquire(dataDir)
+  let root: RootDatabase
+  try {
+    root = open({ path: join(dataDir, 'lmdb'), maxDbs: 16, noMemInit: true })
+  } catch (err) {
+    await lock.release()
+    throw err
+  }
+  const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name })
+  const dbs: BurrowDbs = {
+    meta: db('meta'), events: db('events'), heads: db('heads'), messages: db('messages'), turnUsage: db('turn_usage'),
+    byTenant: db('by_tenant'), byStatus: db('by_status'), running: db('running'), checkpoints: db('projection_checkpoints'),
+    pending: db('projection_pending'), idempotency: db('idempotency'),
+  }
+  const version = dbs.meta.get('schema_version')
+  if (version === undefined) {
+    await dbs.meta.put('schema_version', SCHEMA_VERSION)
+  } else if (version !== SCHEMA_VERSION) {
+    await root.close()
+    await lock.release()
+    throw new SchemaMismatchError(`The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}.`)
+  }
+  return {
+    root, dbs,
+    async flushed() { await root.flushed },
+    async close() {
+      await root.close()
+      await lock.release()
+    },
+  }
+}
