@@ -76,9 +76,26 @@ export interface Harness {
 /** Env for the capability-free (ephemeral) build; tests add what they need. */
 export const EPHEMERAL_ENV = { BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' } as const
 
-export async function startBurrow(env: Record<string, string> = {}, opts: { token?: string; fake?: boolean } = {}): Promise<Harness> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-test-'))
-  const fake = opts.fake ? await startFakeLlm({ openaiKey: 'sk-test', anthropicKey: 'ak-test' }) : (undefined as unknown as FakeLlmServer)
+/** The capability builds the REST suites run in (contract §2: A and B so far). */
+export const MODES = [
+  { name: 'ephemeral', env: { BURROW_SESSION_STORE: 'off' } as Record<string, string>, persistent: false },
+  { name: 'lmdb', env: { BURROW_SESSION_STORE: 'lmdb' } as Record<string, string>, persistent: true },
+] as const
+
+export interface StartOptions {
+  token?: string
+  fake?: boolean
+  /** Reuse a fake LLM server (e.g. across a restart). */
+  fakeServer?: FakeLlmServer
+  /** Reuse a data directory (a restart); it is then left in place on close. */
+  dataDir?: string
+}
+
+export async function startBurrow(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<Harness> {
+  const ownDir = opts.dataDir === undefined
+  const dataDir = opts.dataDir ?? await mkdtemp(join(tmpdir(), 'burrow-test-'))
+  const ownFake = opts.fake && !opts.fakeServer
+  const fake = opts.fakeServer ?? (opts.fake ? await startFakeLlm({ openaiKey: 'sk-test', anthropicKey: 'ak-test' }) : (undefined as unknown as FakeLlmServer))
   const logs: any[] = []
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -86,7 +103,7 @@ export async function startBurrow(env: Record<string, string> = {}, opts: { toke
       cb()
     },
   })
-  const fakeEnv: Record<string, string> = opts.fake ? {
+  const fakeEnv: Record<string, string> = fake ? {
     OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1`, ANTHROPIC_API_KEY: 'ak-test', ANTHROPIC_BASE_URL: fake.url,
     BURROW_PROVIDER_RETRY_BASE_MS: '5', BURROW_PROVIDER_RETRY_MAX_MS: '20', BURROW_DEFAULT_MODEL: 'offline:echo',
   } : {}
@@ -97,8 +114,8 @@ export async function startBurrow(env: Record<string, string> = {}, opts: { toke
     url, burrow, api: new Api(url, opts.token), logs, fake, dataDir,
     async close() {
       await burrow.close()
-      if (opts.fake) await fake.close()
-      await rm(dataDir, { recursive: true, force: true })
+      if (ownFake) await fake.close()
+      if (ownDir) await rm(dataDir, { recursive: true, force: true })
     },
   }
 }

@@ -101,7 +101,7 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
   r.delete('/v1/sessions/:id', {
     schema: {
       operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete a session, its events, files and memories', params: SessionParams,
-      response: { 204: Type.Unsafe({ description: 'Deleted.' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
+      response: { 204: Type.Null({ description: 'Deleted (no body).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
     },
   }, async (req, reply) => {
     await service.delete(req.params.id, callContext(req))

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { Api, startBurrow } from '../../helpers/harness.js'
+import { Api, MODES, startBurrow } from '../../helpers/harness.js'
 
-t.test('bearer auth and tenant isolation on every route', async (t) => {
-  const h = await startBurrow({ BURROW_API_KEYS: 'key-a:tenantA,key-b:tenantB,key-a2:tenantA' })
+for (const mode of MODES) t.test(`${mode.name}: bearer auth and tenant isolation on every route`, async (t) => {
+  const h = await startBurrow({ ...mode.env, BURROW_API_KEYS: 'key-a:tenantA,key-b:tenantB,key-a2:tenantA' })
   t.teardown(() => h.close())
   const a = new Api(h.url, 'key-a')
   const a2 = new Api(h.url, 'key-a2')
@@ -30,12 +30,23 @@ t.test('bearer auth and tenant isolation on every route', async (t) => {
     const probes = [
       () => b.turn(id, { input: 'steal' }),
       () => b.post(`/v1/sessions/${id}/interrupt`),
+      ...(mode.persistent ? [
+        () => b.get(`/v1/sessions/${id}`),
+        () => b.post(`/v1/sessions/${id}/archive`),
+        () => b.delete(`/v1/sessions/${id}`),
+        () => b.post(`/v1/sessions/${id}/resume`, { input: 'x' }),
+      ] : []),
       () => b.sse(`/v1/sessions/${id}/events?after=0`).then((s) => ({ status: s.status, body: s.problem })),
     ]
     for (const probe of probes) {
       const r = await probe()
       t.equal(r.status, 404)
       t.equal(r.body.code, 'SESSION_NOT_FOUND')
+    }
+    if (mode.persistent) {
+      const listed = await b.get('/v1/sessions')
+      t.notOk(listed.body.items.some((i: any) => i.session_id === id), "another tenant's sessions are not listed")
+      t.equal((await a.get(`/v1/sessions/${id}`)).status, 200, 'the owner still reads it')
     }
     const unknown = await b.turn('01900000-0000-7000-8000-000000000000', { input: 'x' })
     t.same({ ...unknown.body, request_id: '', detail: '' }, { ...(await b.turn(id, { input: 'x' })).body, request_id: '', detail: '' }, 'indistinguishable from an unknown id')

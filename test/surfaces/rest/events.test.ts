@@ -1,10 +1,10 @@
 import t from 'tap'
 import net from 'node:net'
 import { EventSource } from 'eventsource'
-import { startBurrow, eventually, sleep } from '../../helpers/harness.js'
+import { MODES, startBurrow, eventually, sleep } from '../../helpers/harness.js'
 
-t.test('session event streams: tail, replay, seams, truncation', async (t) => {
-  const h = await startBurrow({ BURROW_SSE_HEARTBEAT_MS: '40' }, { fake: true })
+for (const mode of MODES) t.test(`${mode.name}: session event streams: tail, replay, seams`, async (t) => {
+  const h = await startBurrow({ ...mode.env, BURROW_SSE_HEARTBEAT_MS: '40' }, { fake: true })
   t.teardown(() => h.close())
   const { api } = h
 
@@ -83,7 +83,20 @@ t.test('session event streams: tail, replay, seams, truncation', async (t) => {
   })
 })
 
-t.test('a replay beyond the ephemeral buffer starts with stream_truncated', async (t) => {
+t.test('lmdb: a replay beyond the in-memory buffer comes from the log, whole', async (t) => {
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_EVENT_BUFFER: '4' })
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  for (let i = 0; i < 3; i++) await h.api.turn(id, { input: `turn ${i}` })
+  const s = await h.api.sse(`/v1/sessions/${id}/events?after=2`)
+  await h.api.turn(id, { input: 'live' })
+  const frames = await s.until((f) => f.data.seq === 13)
+  t.notOk(frames.some((f) => f.event === 'stream_truncated'), 'no truncation with a store')
+  t.same(frames.filter((f) => f.id).map((f) => f.data.seq), [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+  s.close()
+})
+
+t.test('ephemeral: a replay beyond the buffer starts with stream_truncated', async (t) => {
   const h = await startBurrow({ BURROW_EVENT_BUFFER: '4' })
   t.teardown(() => h.close())
   const id = await h.api.createSession()
@@ -103,8 +116,8 @@ t.test('a replay beyond the ephemeral buffer starts with stream_truncated', asyn
   fine.close()
 })
 
-t.test('the eventsource client reconnects with Last-Event-ID and misses nothing', async (t) => {
-  const h = await startBurrow()
+for (const mode of MODES) t.test(`${mode.name}: the eventsource client reconnects with Last-Event-ID and misses nothing`, async (t) => {
+  const h = await startBurrow(mode.env)
   t.teardown(() => h.close())
   const target = new URL(h.url)
   const upstream: net.Socket[] = []
@@ -139,8 +152,8 @@ t.test('the eventsource client reconnects with Last-Event-ID and misses nothing'
   t.ok(second, 'the reconnect sent Last-Event-ID: 4')
 })
 
-t.test('a reader that stops reading is dropped without slowing the turn', async (t) => {
-  const h = await startBurrow({ BURROW_SSE_QUEUE_LIMIT: '8' })
+for (const mode of MODES) t.test(`${mode.name}: a reader that stops reading is dropped without slowing the turn`, async (t) => {
+  const h = await startBurrow({ ...mode.env, BURROW_SSE_QUEUE_LIMIT: '8', BURROW_DURABILITY: 'relaxed' })
   t.teardown(() => h.close())
   const id = await h.api.createSession()
   const target = new URL(h.url)

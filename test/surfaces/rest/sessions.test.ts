@@ -1,11 +1,11 @@
 import t from 'tap'
-import { startBurrow } from '../../helpers/harness.js'
+import { MODES, startBurrow } from '../../helpers/harness.js'
 
 const PERSISTENCE_MSG = "Session persistence is disabled (build without 'session-store')."
 const COMPACTION_MSG = "Session compaction is disabled (build without 'session-compaction')."
 
-t.test('ephemeral build: create sessions, refuse persistence operations', async (t) => {
-  const h = await startBurrow({}, { fake: true })
+for (const mode of MODES) t.test(`${mode.name}: create sessions; persistence operations per capability`, async (t) => {
+  const h = await startBurrow(mode.env, { fake: true })
   t.teardown(() => h.close())
   const { api } = h
 
@@ -103,7 +103,7 @@ t.test('ephemeral build: create sessions, refuse persistence operations', async 
     t.equal(add.body.code, 'MEMORY_STORE_DISABLED')
   })
 
-  t.test('persistence operations answer SESSION_PERSISTENCE_DISABLED with the contract message', async (t) => {
+  if (!mode.persistent) t.test('persistence operations answer SESSION_PERSISTENCE_DISABLED with the contract message', async (t) => {
     const id = await api.createSession()
     const calls = [
       () => api.get(`/v1/sessions/${id}`),

@@ -1,12 +1,12 @@
 import t from 'tap'
-import { startBurrow, sleep, eventually } from '../../helpers/harness.js'
+import { MODES, startBurrow, sleep, eventually } from '../../helpers/harness.js'
 
 const WEATHER = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }
 const CLOCK = { name: 'get_time', input_schema: { type: 'object', properties: {} } }
 
-for (const [provider, model] of [['openai', 'openai:gpt-4o-mini'], ['anthropic', 'anthropic:claude-sonnet-4-5']] as const) {
-  t.test(`${provider}: turns through the real client against the fake provider`, async (t) => {
-    const h = await startBurrow({ BURROW_PROVIDER_TIMEOUT_MS: '400', BURROW_PROVIDER_IDLE_TIMEOUT_MS: '400' }, { fake: true })
+for (const mode of MODES) for (const [provider, model] of [['openai', 'openai:gpt-4o-mini'], ['anthropic', 'anthropic:claude-sonnet-4-5']] as const) {
+  t.test(`${mode.name} / ${provider}: turns through the real client against the fake provider`, async (t) => {
+    const h = await startBurrow({ ...mode.env, BURROW_PROVIDER_TIMEOUT_MS: '400', BURROW_PROVIDER_IDLE_TIMEOUT_MS: '400' }, { fake: true })
     t.teardown(() => h.close())
     const { api, fake } = h
     const ofProvider = () => fake.requests.filter((r) => r.api === provider)
@@ -225,7 +225,7 @@ for (const [provider, model] of [['openai', 'openai:gpt-4o-mini'], ['anthropic',
     t.test('Idempotency-Key: a retried turn does not run the model again', async (t) => {
       const id = await api.createSession({ model })
       fake.enqueue({ api: provider, text: 'only once' })
-      const headers = { 'idempotency-key': `turn-${provider}` }
+      const headers = { 'idempotency-key': `turn-${provider}-${mode.name}` }
       const a = await api.turn(id, { input: 'once' }, { headers })
       const count = fake.requests.length
       const b = await api.turn(id, { input: 'once' }, { headers })
