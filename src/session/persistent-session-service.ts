@@ -49,9 +49,10 @@ export class PersistentSessionService extends BaseSessionService {
     for (const id of ids) {
       const record = await this.repo.sessions.get(id)
       if (!record?.open_turn) continue
+      const turn = record.open_turn.turn
       const s = this.adopt(record)
       await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
-      this.deps.logger.warn({ session_id: id, turn: record.open_turn.turn }, 'closed a turn left running by a previous process')
+      this.deps.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
       n++
     }
     return n

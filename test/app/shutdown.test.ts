@@ -1,41 +1,19 @@
 // SIGTERM on the real server process: running turns finish within the grace period or are
 // interrupted with a valid history, streams are closed with a reason, and the process exits 0.
 import t from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Api } from '../helpers/harness.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
+import { spawnServer } from '../helpers/child-server.js'
 
-async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; lines: any[] }> {
+async function startServer(env: Record<string, string>) {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-shutdown-'))
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/server.ts'], {
-    cwd: new URL('../..', import.meta.url).pathname,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', BURROW_DATA_DIR: dataDir, BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  child.once('exit', () => { void rm(dataDir, { recursive: true, force: true }) })
-  const lines: any[] = []
-  let buf = ''
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (d) => {
-      buf += d
-      let i
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i)
-        buf = buf.slice(i + 1)
-        try {
-          const j = JSON.parse(line)
-          lines.push(j)
-          if (j.address) resolve(j.address)
-        } catch { /* not a log line */ }
-      }
-    })
-    child.once('exit', (code) => reject(new Error(`server exited early with ${code}`)))
-  })
-  return { child, url, lines }
+  const server = await spawnServer({ BURROW_DATA_DIR: dataDir, ...env })
+  server.child.once('exit', () => { void rm(dataDir, { recursive: true, force: true }) })
+  return server
 }
 
 t.test('SIGTERM lets a running turn finish within the grace period', async (t) => {

@@ -105,7 +105,7 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
     },
   }, async (req, reply) => {
     await service.delete(req.params.id, callContext(req))
-    return reply.code(204).send()
+    return reply.code(204).send(null)
   })
 
   r.post('/v1/sessions/:id/compact', {
