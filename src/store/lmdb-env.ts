@@ -66,12 +66,16 @@ export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
     await lock.release()
     throw new SchemaMismatchError(`The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}.`)
   }
+  let closing: Promise<void> | null = null
   return {
     root, dbs,
     async flushed() { await root.flushed },
-    async close() {
-      await root.close()
-      await lock.release()
+    close() {
+      closing ??= (async () => {
+        await root.close()
+        await lock.release()
+      })()
+      return closing
     },
   }
 }

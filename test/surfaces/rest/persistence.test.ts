@@ -228,3 +228,27 @@ t.test('a second process on the same data directory is refused', async (t) => {
   t.equal((await h.api.get('/healthz')).status, 200, 'the first keeps running')
   await eventually(async () => (await h.api.turn(await h.api.createSession(), { input: 'still fine' })).status === 200)
 })
+
+t.test('a log that moved under the service is INTERNAL, logged, and the session heals', async (t) => {
+  const h = await startBurrow(LMDB)
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  await h.api.turn(id, { input: 'first' })
+  // Another writer appends to the log behind this process's back (what the data-dir lock
+  // exists to prevent); the live session's next commit then conflicts with the log.
+  const repo = (h.burrow.service as unknown as { repo: import('../../../src/core/stores.js').SessionRepository }).repo
+  const stored = (await repo.sessions.get(id))!
+  const e = { seq: stored.last_seq + 1, session_id: id, turn: 1, type: 'memory_indexed' as const, at: new Date().toISOString(), data: { entries: 0 } }
+  await repo.commit([e], { ...stored, last_seq: e.seq, updated_at: e.at })
+  const r = await h.api.turn(id, { input: 'conflicts' }, { headers: { 'x-request-id': 'req-conflict' } })
+  t.equal(r.status, 500)
+  t.equal(r.body.code, 'INTERNAL')
+  t.equal(r.body.detail, 'Internal error.', 'no internals leak to the client')
+  t.notMatch(JSON.stringify(r.body), /seq|order|stack/i)
+  t.ok(h.logs.some((l) => l.request_id === 'req-conflict' && l.level >= 50 && l.err), 'the cause is logged with the request id')
+  const next = await h.api.turn(id, { input: 'after the conflict' })
+  t.equal(next.status, 200, 'the session reloads from the log')
+  t.equal(next.body.first_seq, e.seq + 1)
+  const events = await allEvents(h, id)
+  t.ok(events.every((x, i) => x.seq === i + 1), 'still gapless')
+})
