@@ -2,6 +2,8 @@ import type { Logger } from '../core/logger.js'
 import type { SessionService } from '../core/session-service.js'
 import type { Telemetry } from '../core/telemetry.js'
 import { Authenticator } from '../session/authenticator.js'
+import { CompactionController } from '../session/compaction-controller.js'
+import { DefaultCompactor } from '../session/default-compactor.js'
 import type { SessionServiceDeps } from '../session/base-session-service.js'
 import { EphemeralSessionService } from '../session/ephemeral-session-service.js'
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
@@ -23,22 +25,23 @@ export interface BuiltService {
 export async function buildService(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }): Promise<BuiltService> {
   const unavailable: string[] = []
   if (config.memoryStore === 'hnsw') unavailable.push("BURROW_MEMORY_STORE=hnsw: the 'memory-store' capability is not built yet; set BURROW_MEMORY_STORE=off")
-  if (config.compaction) unavailable.push("BURROW_COMPACTION=on: the 'session-compaction' capability is not built yet; set BURROW_COMPACTION=off")
   if (unavailable.length > 0) throw new ConfigError(unavailable)
 
   const { registry, http } = buildProviders(config)
+  const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined
   const common: Omit<SessionServiceDeps, 'idempotency'> = {
     providers: registry,
     auth: new Authenticator(config.apiKeys),
     telemetry: deps.telemetry,
     logger: deps.logger,
     version: deps.version,
-    capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: false, session_compaction: false },
+    capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: false, session_compaction: config.compaction },
     limits: {
       maxSteps: config.maxTurnSteps, defaultMaxTokens: config.defaultMaxTokens, eventBuffer: config.eventBuffer,
       subscriberQueue: config.sseQueueLimit, maxLiveSessions: config.maxLiveSessions,
     },
     compactionDefaults: config.compactionDefaults,
+    ...(compaction ? { compaction } : {}),
   }
 
   if (config.sessionStore === 'off') {

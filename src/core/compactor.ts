@@ -16,20 +16,33 @@ Be concise and structured. Prioritize information the next context needs to act,
 export const SUMMARY_PREFIX = `[Context compacted] A previous context produced the following summary of work so far. The current tool and session state is preserved. Use this summary to continue without duplicating work:`
 
 export interface CompactionContext {
+  /** The session's model (`provider:model`): summaries are made with it. */
+  model: string
   systemPrompt: string
   messages: readonly Message[]
   config: EffectiveCompaction
-  signal: AbortSignal
+  signal?: AbortSignal | undefined
 }
 
 export interface CompactionResult {
   summary: string
+  /** Output tokens of the (last) summary call. */
   summaryTokens: number
+  /** Every token the summary calls used (counted as compaction tokens). */
+  usage: { input_tokens: number; output_tokens: number }
+  /** Index of the first kept message: `messages` = summary + original[keepFrom..]. */
+  keepFrom: number
+  /** The rebuilt history: the summary message, then the kept messages untouched. */
   messages: Message[]
+  /** original[0..keepFrom), in original order. */
   discarded: Message[]
 }
 
-/** Summarises and rebuilds a history. Implementations must return a provider-valid history. */
+/**
+ * Summarises and rebuilds a history. Invariants of the result: no tool result without
+ * its call, no call without its result, no turn split, order kept, and
+ * `discarded ++ messages[1..] == original`. An implementation that cannot meet them throws.
+ */
 export interface Compactor {
   compact(ctx: CompactionContext): Promise<CompactionResult>
 }

@@ -58,8 +58,10 @@ export interface EventData {
   compaction_completed: {
     summary_tokens: number; messages_before: number; messages_after: number; summary: string
     discarded_seq_range: [number, number] | null
+    /** Tokens the summary calls used; counted in the session's `compaction_tokens` and budget. */
+    usage?: Usage
   }
-  compaction_failed: { error: string; code?: string }
+  compaction_failed: { error: string; code?: string; usage?: Usage }
   memory_indexed: { entries: number }
   session_archived: Record<string, never>
 }

@@ -57,8 +57,13 @@ export interface SessionRecord {
   usage_by_turn: Array<TokenTotals & { turn: number }>
   tool_stats: Record<string, { calls: number; failures: number }>
   open_turn: OpenTurn | null
-  /** Input tokens the provider reported on the last LLM call. */
+  /** Input tokens the provider reported on the last LLM call (0 after a compaction, until the next call). */
   last_input_tokens: number
+  /**
+   * Sum of `JSON.stringify(message).length` over `messages`, kept as messages come and go,
+   * so the history estimate (this / 4) costs O(1) per check.
+   */
+  history_chars: number
   /** LLM-call boundaries seen by this session (compaction cadence). */
   session_boundary_index: number
   last_compaction_boundary_index: number | null

@@ -188,6 +188,8 @@ export const ArchiveResultSchema = Type.Object({ session_id: Str({ format: 'uuid
 export const CompactionResultSchema = Type.Object({
   session_id: Str({ format: 'uuid' }), compacted: Type.Boolean(),
   messages_before: Int(), messages_after: Int(), summary_tokens: Int(),
+  /** Why nothing was compacted (e.g. every turn is within the recent-turn budget). */
+  reason: Type.Optional(Str()),
 })
 export type CompactionOutcome = Static<typeof CompactionResultSchema>
 

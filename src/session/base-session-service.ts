@@ -20,7 +20,8 @@ import { EventHub } from './event-hub.js'
 import { Idempotency } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
-import { assertBudget, closeOpenTurn, TurnRunner, type BeforeLlmCall, type TurnStart } from './turn-runner.js'
+import type { CompactionController } from './compaction-controller.js'
+import { assertBudget, closeOpenTurn, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
@@ -47,7 +48,8 @@ export interface SessionServiceDeps {
   limits: ServiceLimits
   compactionDefaults: EffectiveCompaction
   builtinTools?: readonly BuiltinTool[]
-  beforeLlmCall?: BeforeLlmCall
+  /** Present when the `session-compaction` capability is on. */
+  compaction?: CompactionController
 }
 
 /**
@@ -66,7 +68,7 @@ export abstract class BaseSessionService implements SessionService {
     this.hub = new EventHub({ bufferSize: deps.limits.eventBuffer, queueLimit: deps.limits.subscriberQueue })
     this.idem = new Idempotency(deps.idempotency)
     this.runner = new TurnRunner({
-      providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.beforeLlmCall,
+      providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.compaction?.beforeLlmCall,
       maxSteps: deps.limits.maxSteps, defaultMaxTokens: deps.limits.defaultMaxTokens,
       telemetry: deps.telemetry, logger: deps.logger,
     })
@@ -150,10 +152,25 @@ export abstract class BaseSessionService implements SessionService {
     return { session_id: id, interrupted: false, turn: null }
   }
 
-  async compact(_id: string, ctx: CallContext): Promise<CompactionOutcome> {
-    this.authenticate(ctx)
-    if (!this.deps.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
-    throw new BurrowError('INTERNAL', 'Compaction is not available in this build.')
+  async compact(id: string, ctx: CallContext): Promise<CompactionOutcome> {
+    const tenant = this.authenticate(ctx)
+    const controller = this.deps.compaction
+    if (!controller || !this.deps.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    this.refuseWhenShuttingDown()
+    const session = await this.session(tenant, id)
+    return this.idempotent(ctx, tenant, 'session/compact', id, {}, async () => {
+      if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+      if (session.running || session.record.open_turn) throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+      const cancel = new Cancellation()
+      const cfg = session.record.config.compaction ?? this.deps.compactionDefaults
+      const done = controller.run(session, session.record.turn_count, cfg, cancel, true)
+      session.running = { turn: session.record.turn_count, controller: cancel, done }
+      try {
+        return await done
+      } finally {
+        session.running = null
+      }
+    })
   }
 
   async subscribe(id: string | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription> {

@@ -1,5 +1,6 @@
+import { SUMMARY_PREFIX } from '../core/compactor.js'
 import type { EventEnvelope, EventData } from '../core/events.js'
-import type { ToolResultBlock } from '../core/messages.js'
+import type { Message, ToolResultBlock } from '../core/messages.js'
 import { toolUsesOf } from '../core/messages.js'
 import type { SessionRecord, TokenTotals } from '../core/session-record.js'
 
@@ -29,6 +30,14 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
     case 'turn_completed':
     case 'turn_failed': record.open_turn = null; break
     case 'session_archived': record.status = 'archived'; break
+    case 'compaction_completed': compacted(record, e as EventEnvelope<'compaction_completed'>); break
+    case 'compaction_failed': {
+      // The loop guard counts from the last attempt, so a failing summariser is not retried on every call.
+      record.last_compaction_boundary_index = record.session_boundary_index
+      const u = (e.data as EventData['compaction_failed']).usage
+      if (u) addUsage(record, e.turn, { input_tokens: 0, output_tokens: 0, compaction_tokens: u.input_tokens + u.output_tokens })
+      break
+    }
     default: break
   }
   return record
@@ -52,6 +61,7 @@ function created(e: EventEnvelope<'session_created'>): SessionRecord {
     tool_stats: {},
     open_turn: null,
     last_input_tokens: 0,
+    history_chars: 0,
     session_boundary_index: 0,
     last_compaction_boundary_index: null,
     compactions: 0,
@@ -104,9 +114,34 @@ function toolResult(r: SessionRecord, e: EventEnvelope<'tool_result'>): void {
   }
 }
 
-function pushMessage(r: SessionRecord, m: SessionRecord['messages'][number], seq: number): void {
+function pushMessage(r: SessionRecord, m: Message, seq: number): void {
   r.messages.push(m)
   r.message_seqs.push(seq)
+  r.history_chars += JSON.stringify(m).length
+}
+
+/** The message a compaction puts first: the contract's prefix, then the summary. */
+export function summaryMessage(summary: string): Message {
+  return { role: 'user', content: [{ type: 'text', text: `${SUMMARY_PREFIX}\n${summary}` }] }
+}
+
+/**
+ * Rebuilt history: the summary message (with this event's seq), then the last
+ * `messages_after - 1` messages, untouched. The old array is replaced, not mutated,
+ * so anyone holding it (a provider's size cache) sees a new history.
+ */
+function compacted(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): void {
+  const d = e.data
+  const kept = d.messages_after - 1
+  const from = r.messages.length - kept
+  const summary = summaryMessage(d.summary)
+  r.messages = [summary, ...r.messages.slice(from)]
+  r.message_seqs = [e.seq, ...r.message_seqs.slice(from)]
+  r.history_chars = r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0)
+  r.compactions++
+  r.last_compaction_boundary_index = r.session_boundary_index
+  r.last_input_tokens = 0
+  if (d.usage) addUsage(r, e.turn, { input_tokens: 0, output_tokens: 0, compaction_tokens: d.usage.input_tokens + d.usage.output_tokens })
 }
 
 function addUsage(r: SessionRecord, turn: number, u: TokenTotals): void {

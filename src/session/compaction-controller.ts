@@ -1,0 +1,95 @@
+import type { Compactor } from '../core/compactor.js'
+import { BurrowError, toBurrowError } from '../core/errors.js'
+import type { Logger } from '../core/logger.js'
+import type { Message } from '../core/messages.js'
+import type { EffectiveCompaction, SessionRecord } from '../core/session-record.js'
+import type { CompactionOutcome } from '../core/wire.js'
+import type { Cancellation } from './cancellation.js'
+import { CompactionError } from './default-compactor.js'
+import type { LiveSession } from './live-session.js'
+
+/** What compaction discarded, for whoever indexes it (semantic memory). */
+export interface Discarded { session: LiveSession; turn: number; messages: Message[]; seqs: number[] }
+
+/** The history estimate of contract §6: `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
+export function estimatedHistoryTokens(r: SessionRecord): number {
+  return Math.floor(r.history_chars / 4)
+}
+
+/**
+ * Decides when a session compacts and records it. Checked before every LLM call of the
+ * loop except a session's first; fires on reported input tokens, the history estimate or
+ * the message count; the loop guard counts LLM-call boundaries since the last attempt.
+ * A failed compaction is recorded (`compaction_failed`) and the turn goes on.
+ */
+export class CompactionController {
+  constructor(
+    private readonly compactor: Compactor,
+    private readonly logger: Logger,
+    private readonly onDiscarded?: (d: Discarded) => void,
+  ) {}
+
+  shouldCompact(r: SessionRecord, cfg: EffectiveCompaction): boolean {
+    if (r.session_boundary_index === 0) return false // never at a session's first boundary
+    if (r.last_compaction_boundary_index !== null && r.session_boundary_index - r.last_compaction_boundary_index < cfg.min_turns_between_compactions) return false
+    return r.last_input_tokens >= cfg.auto_compact_threshold
+      || estimatedHistoryTokens(r) >= cfg.auto_compact_threshold
+      || (cfg.max_history_messages !== null && r.messages.length > cfg.max_history_messages)
+  }
+
+  /** The agent loop's pre-LLM-call hook. Throws only when the turn is interrupted. */
+  readonly beforeLlmCall = async (session: LiveSession, turn: number, cancel: Cancellation): Promise<void> => {
+    const cfg = session.record.config.compaction
+    if (!cfg || !this.shouldCompact(session.record, cfg)) return
+    await this.run(session, turn, cfg, cancel, false)
+  }
+
+  /**
+   * Compacts now. Automatic runs swallow failures (recorded as events); a manual run
+   * throws the failure's error so the caller sees it.
+   */
+  async run(session: LiveSession, turn: number, cfg: EffectiveCompaction, cancel: Cancellation, manual: boolean): Promise<CompactionOutcome> {
+    const r = session.record
+    const before = r.messages.length
+    const outcome = (compacted: boolean, after: number, summaryTokens: number, reason?: string): CompactionOutcome =>
+      ({ session_id: session.id, compacted, messages_before: before, messages_after: after, summary_tokens: summaryTokens, ...(reason ? { reason } : {}) })
+    await session.emit(turn, [{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
+    const original = r.messages
+    const originalSeqs = r.message_seqs
+    try {
+      const result = await this.compactor.compact({
+        model: r.config.model, systemPrompt: r.config.system_prompt, messages: original, config: cfg,
+        ...(cancel.aborted ? {} : { signal: cancel.signal }),
+      })
+      if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
+      const seqs = originalSeqs.slice(0, result.keepFrom)
+      const range: [number, number] | null = seqs.length > 0 ? [Math.min(...seqs), Math.max(...seqs)] : null
+      await session.emit(turn, [{
+        type: 'compaction_completed',
+        data: {
+          summary_tokens: result.summaryTokens, messages_before: before, messages_after: result.messages.length,
+          summary: result.summary, discarded_seq_range: range, usage: result.usage,
+        },
+      }])
+      this.onDiscarded?.({ session, turn, messages: result.discarded, seqs })
+      return outcome(true, result.messages.length, result.summaryTokens)
+    } catch (err) {
+      if (cancel.aborted) {
+        await session.emit(turn, [{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
+        throw cancel.reason
+      }
+      // A provider failure carries its table code; "nothing to compact" and rejected rebuilds carry none.
+      const e = err instanceof CompactionError ? err : toBurrowError(err)
+      const code = e instanceof BurrowError ? e.code : undefined
+      const usage = e instanceof BurrowError ? (e.data?.usage as { input_tokens: number; output_tokens: number } | undefined) : undefined
+      if (code === 'INTERNAL') this.logger.error({ err, session_id: session.id }, 'compaction failed')
+      else this.logger.warn({ session_id: session.id, code, error: e.message }, 'compaction failed; the history is unchanged')
+      await session.emit(turn, [{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
+      if (manual) {
+        if (err instanceof CompactionError) return outcome(false, before, 0, err.message)
+        throw e
+      }
+      return outcome(false, before, 0, e.message)
+    }
+  }
+}
