@@ -32,7 +32,13 @@ export function planRebuild(messages: readonly Message[], budget: number): Rebui
   const keepFrom = keep + kept === 0 ? messages.length : end
   if (keepFrom === 0) return { reason: 'every turn of the history is within the recent-turn budget; nothing to discard' }
   if (starts[0]! > 0 && keepFrom <= starts[0]!) return { reason: 'nothing before the first turn can be discarded' }
+  if (messages.slice(0, keepFrom).every(isSummaryMessage)) return { reason: 'only the previous summary would be discarded; nothing new to summarise' }
   return { keepFrom }
+}
+
+/** The message a previous compaction injected. */
+export function isSummaryMessage(m: Message): boolean {
+  return m.role === 'user' && m.content.length === 1 && m.content[0]!.type === 'text' && m.content[0]!.text.startsWith(SUMMARY_PREFIX)
 }
 
 /** Checks a rebuilt history against the original; returns the broken invariant, or null. */

@@ -43,6 +43,12 @@ export interface FakeLlmServer {
   pending(): number
   /** stops the server; also destroys hanging sockets */
   close(): Promise<void>
+  /**
+   * When true, a compaction request (its messages carry the compaction prompt) is answered
+   * with a short summary without consuming a scripted step, so scripts can ignore when
+   * compaction happens.
+   */
+  autoSummaries: boolean
 }
 
 const ROUTES: Record<string, FakeApi | 'embeddings'> = {
@@ -196,8 +202,9 @@ export async function startFakeLlm(
       throw e
     }
 
-    const scripted = takeStep(api)
-    if (scripted) rec.step = scripted
+    const summaryRequest = api$.autoSummaries && raw.includes('You are performing a CONTEXT COMPACTION')
+    const scripted = summaryRequest ? { text: `auto summary of ${Array.isArray(body.messages) ? body.messages.length : 0} messages` } : takeStep(api)
+    if (scripted && !summaryRequest) rec.step = scripted
     const echo = api === 'anthropic' ? anthropicEcho(body) : openaiEcho(body)
     const step: FakeStep = scripted ?? { text: `echo: ${echo}` }
 
@@ -226,6 +233,19 @@ export async function startFakeLlm(
     await answer(res, rec, step, rendered, body.stream === true)
   }
 
+  const api$: FakeLlmServer = {
+    url: '',
+    requests,
+    enqueue: (...steps) => void script.push(...steps),
+    pending: () => script.length,
+    autoSummaries: false,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        for (const s of sockets) s.destroy()
+        server.closeAllConnections()
+      }),
+  }
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (!res.headersSent) {
@@ -246,18 +266,8 @@ export async function startFakeLlm(
   })
   const { port } = server.address() as AddressInfo
 
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    enqueue: (...steps) => void script.push(...steps),
-    pending: () => script.length,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        for (const s of sockets) s.destroy()
-        server.closeAllConnections()
-      }),
-  }
+  api$.url = `http://127.0.0.1:${port}`
+  return api$
 }
 
 function defaultErrorMessage(status: number): string {
