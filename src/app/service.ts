@@ -9,6 +9,8 @@ import { EphemeralSessionService } from '../session/ephemeral-session-service.js
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
 import { PersistentSessionService } from '../session/persistent-session-service.js'
 import { Projector } from '../session/projector.js'
+import { mkdirSync } from 'node:fs'
+import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
 import { MemoryIdempotencyStore } from '../store/memory-idempotency-store.js'
 import { ConfigError, type Config } from './config.js'
 import { buildProviders } from './providers.js'
@@ -50,10 +52,12 @@ export async function buildService(config: Config, deps: { logger: Logger; telem
   }
 
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
+  const lock = await lockDataDir(config.dataDir)
   let repository
   try {
     repository = await LmdbSessionRepository.open(config.dataDir, { durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
   } catch (err) {
+    await lock.release()
     await http.close()
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
@@ -78,8 +82,20 @@ export async function buildService(config: Config, deps: { logger: Logger; telem
       clearInterval(sweep)
       await projector.close()
       await repository.close()
+      await lock.release()
       await http.close()
     },
+  }
+}
+
+/** One process per data directory: a second one fails start-up clearly. */
+async function lockDataDir(dir: string): Promise<DataDirLock> {
+  mkdirSync(dir, { recursive: true })
+  try {
+    return await DataDirLock.acquire(dir)
+  } catch (err) {
+    if (err instanceof DataDirLockedError) throw new StartupError(err.message)
+    throw err
   }
 }
 

@@ -5,19 +5,44 @@ export interface MemoryEntry {
   content: string
   session_id: string | null
   turn: number | null
+  /** The seq of the event the passage came from (the verbatim source in the log). */
   seq: number | null
   created_at: string
   metadata?: Record<string, string>
 }
 
+export type NewMemoryEntry = Omit<MemoryEntry, 'id' | 'created_at'>
+
 export interface MemoryHit { entry: MemoryEntry; score: number }
 
-export interface MemoryQuery { tenant: string; text: string; limit: number; sessionId?: string }
+export interface MemoryQuery {
+  tenant: string
+  text: string
+  limit: number
+  /** Only this session's entries. */
+  sessionId?: string | undefined
+  /** Ranking: both signals fused (default), or one alone (for evaluation). */
+  mode?: 'hybrid' | 'vector' | 'keyword'
+}
 
-/** Semantic memory, strictly tenant-scoped: a query never returns another tenant's entries. */
+/**
+ * Semantic memory, strictly tenant-scoped: a query never returns another tenant's
+ * entries. Scores are in 0..1, higher is better; hits are ordered best first.
+ */
 export interface MemoryStore {
-  add(entries: Omit<MemoryEntry, 'id' | 'created_at'>[]): Promise<MemoryEntry[]>
+  add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]>
   search(q: MemoryQuery): Promise<MemoryHit[]>
+  /** Removes a session's entries; returns how many. */
   deleteSession(tenant: string, sessionId: string): Promise<number>
+  count(tenant: string): Promise<number>
   close(): Promise<void>
+}
+
+/** Turns texts into vectors. Implementations are deterministic for a given `id`. */
+export interface Embedder {
+  /** Names the embedding space (model and settings): a different id means incompatible vectors. */
+  readonly id: string
+  readonly dimensions: number
+  /** One unit-length vector per text, in order. */
+  embed(texts: readonly string[]): Promise<number[][]>
 }

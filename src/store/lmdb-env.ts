@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
-import { DataDirLock } from './data-dir-lock.js'
 
 export const SCHEMA_VERSION = 1
 
@@ -39,19 +38,13 @@ export interface LmdbEnv {
 export class SchemaMismatchError extends Error {}
 
 /**
- * Opens (creating if needed) `<dataDir>/lmdb`, after taking the data directory's
- * process lock. Opening does not read sessions: start-up cost does not grow with them.
+ * Opens (creating if needed) `<dataDir>/lmdb`. The caller holds the data directory's
+ * process lock (see DataDirLock). Opening does not read sessions: start-up cost does
+ * not grow with them.
  */
 export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
   mkdirSync(dataDir, { recursive: true })
-  const lock = await DataDirLock.acquire(dataDir)
-  let root: RootDatabase
-  try {
-    root = open({ path: join(dataDir, 'lmdb'), maxDbs: 16, noMemInit: true })
-  } catch (err) {
-    await lock.release()
-    throw err
-  }
+  const root: RootDatabase = open({ path: join(dataDir, 'lmdb'), maxDbs: 16, noMemInit: true })
   const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name })
   const dbs: BurrowDbs = {
     meta: db('meta'), events: db('events'), heads: db('heads'), messages: db('messages'), turnUsage: db('turn_usage'),
@@ -63,7 +56,6 @@ export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
     await dbs.meta.put('schema_version', SCHEMA_VERSION)
   } else if (version !== SCHEMA_VERSION) {
     await root.close()
-    await lock.release()
     throw new SchemaMismatchError(`The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}.`)
   }
   let closing: Promise<void> | null = null
@@ -71,10 +63,7 @@ export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
     root, dbs,
     async flushed() { await root.flushed },
     close() {
-      closing ??= (async () => {
-        await root.close()
-        await lock.release()
-      })()
+      closing ??= root.close()
       return closing
     },
   }
