@@ -8,12 +8,15 @@ import { buildService } from './service.js'
 import { VERSION } from './version.js'
 import type { Logger as PinoLogger } from 'pino'
 import type { Projector } from '../session/projector.js'
+import type { MemoryIndexer } from '../session/memory-indexer.js'
 
 export interface Burrow {
   app: FastifyInstance
   service: SessionService
   /** The projection worker, when the session store is on. */
   projector: Projector | undefined
+  /** The memory indexing worker, when the memory store is on. */
+  indexer: MemoryIndexer | undefined
   config: Config
   logger: PinoLogger
   /** Listens on the configured address and logs the one start-up line; returns the URL. */
@@ -31,7 +34,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
   let closing: Promise<void> | null = null
 
   return {
-    app, service: built.service, projector: built.projector, config, logger,
+    app, service: built.service, projector: built.projector, indexer: built.indexer, config, logger,
     async listen() {
       const url = await app.listen({ host: config.host, port: config.port })
       const caps = built.service.capabilities()

@@ -65,7 +65,7 @@ export async function buildHttpServer(config: Config, service: SessionService, m
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' } } },
       security: [{ bearer: [] }],
-      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'memory' }, { name: 'ops' }],
+      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'notes' }, { name: 'memory' }, { name: 'ops' }],
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   })

@@ -1,18 +1,23 @@
+import { mkdirSync } from 'node:fs'
 import type { Logger } from '../core/logger.js'
+import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import type { SessionService } from '../core/session-service.js'
+import type { SessionRepository } from '../core/stores.js'
 import type { Telemetry } from '../core/telemetry.js'
 import { Authenticator } from '../session/authenticator.js'
+import type { BaseSessionService, SessionServiceDeps } from '../session/base-session-service.js'
 import { CompactionController } from '../session/compaction-controller.js'
 import { DefaultCompactor } from '../session/default-compactor.js'
-import type { SessionServiceDeps } from '../session/base-session-service.js'
 import { EphemeralSessionService } from '../session/ephemeral-session-service.js'
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
+import { MemoryIndexer } from '../session/memory-indexer.js'
+import { MEMORY_GUIDE, memorySearchTool, noteTools } from '../session/memory-tools.js'
 import { PersistentSessionService } from '../session/persistent-session-service.js'
 import { Projector } from '../session/projector.js'
-import { mkdirSync } from 'node:fs'
 import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
 import { MemoryIdempotencyStore } from '../store/memory-idempotency-store.js'
-import { ConfigError, type Config } from './config.js'
+import { splitPassages } from '../memory/passages.js'
+import type { Config } from './config.js'
 import { buildProviders } from './providers.js'
 import { StartupError } from './startup-error.js'
 
@@ -20,72 +25,111 @@ export interface BuiltService {
   service: SessionService
   /** Present with the session store: the projection worker (tests wait on it). */
   projector?: Projector
+  /** Present with the memory store: the indexing worker (tests wait on it). */
+  indexer?: MemoryIndexer
   close(): Promise<void>
 }
 
 /** Wires the SessionService for a configuration: providers, auth, storage and capabilities. */
 export async function buildService(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }): Promise<BuiltService> {
-  const unavailable: string[] = []
-  if (config.memoryStore === 'hnsw') unavailable.push("BURROW_MEMORY_STORE=hnsw: the 'memory-store' capability is not built yet; set BURROW_MEMORY_STORE=off")
-  if (unavailable.length > 0) throw new ConfigError(unavailable)
+  const cleanup: Array<() => Promise<void>> = []
+  const closeAll = async () => { for (const c of cleanup.reverse()) await c() }
+  try {
+    return await build(config, deps, cleanup, closeAll)
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+}
 
+async function build(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }, cleanup: Array<() => Promise<void>>, closeAll: () => Promise<void>): Promise<BuiltService> {
   const { registry, http } = buildProviders(config)
-  const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined
+  cleanup.push(() => http.close())
+  const durable = config.sessionStore === 'lmdb' || config.memoryStore === 'hnsw'
+  if (durable) {
+    const lock = await lockDataDir(config.dataDir)
+    cleanup.push(() => lock.release())
+  }
+
+  // Memory: the store, its embedder, the agent's tools, and the worker that indexes what compaction discards.
+  let memory: MemoryStore | undefined
+  if (config.memoryStore === 'hnsw') {
+    const { HnswMemoryStore } = await optional(() => import('../memory/hnsw-memory-store.js'), 'hnswlib-node and lmdb', 'BURROW_MEMORY_STORE=hnsw')
+    const embedder = await buildEmbedder(config)
+    try {
+      const store = await HnswMemoryStore.open({ dataDir: config.dataDir, embedder, durability: config.durability, logger: deps.logger })
+      memory = store
+    } catch (err) {
+      throw new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)
+    }
+  }
+  let service: BaseSessionService | undefined
+  const indexer = memory
+    ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger, (tenant, id, n) => service!.recordIndexed(tenant, id, n))
+    : undefined
+  const compaction = config.compaction
+    ? new CompactionController(new DefaultCompactor(registry), deps.logger, indexer ? (d) => {
+      if (d.session.record.config.memory) indexer.enqueue({ tenant: d.session.tenant, sessionId: d.session.id, messages: d.messages, seqs: d.seqs, turns: d.turns })
+    } : undefined)
+    : undefined
+
   const common: Omit<SessionServiceDeps, 'idempotency'> = {
     providers: registry,
     auth: new Authenticator(config.apiKeys),
     telemetry: deps.telemetry,
     logger: deps.logger,
     version: deps.version,
-    capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: false, session_compaction: config.compaction },
+    capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: memory !== undefined, session_compaction: config.compaction },
     limits: {
       maxSteps: config.maxTurnSteps, defaultMaxTokens: config.defaultMaxTokens, eventBuffer: config.eventBuffer,
       subscriberQueue: config.sseQueueLimit, maxLiveSessions: config.maxLiveSessions,
     },
     compactionDefaults: config.compactionDefaults,
     ...(compaction ? { compaction } : {}),
+    ...(memory ? { memory, memoryGuide: MEMORY_GUIDE, builtinTools: [memorySearchTool(memory), ...noteTools()] } : {}),
   }
+  // Shutdown order: indexing finishes (it records events), then the projection, then the stores close.
+  const memoryClose = async () => { await indexer?.idle(); await memory?.close() }
 
   if (config.sessionStore === 'off') {
-    const service = new EphemeralSessionService({ ...common, idempotency: new MemoryIdempotencyStore(IDEMPOTENCY_TTL_MS) })
-    return { service, close: () => http.close() }
+    service = new EphemeralSessionService({ ...common, idempotency: new MemoryIdempotencyStore(IDEMPOTENCY_TTL_MS) })
+    cleanup.push(memoryClose)
+    return { service, ...(indexer ? { indexer } : {}), close: closeAll }
   }
 
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
-  const lock = await lockDataDir(config.dataDir)
-  let repository
+  let repository: SessionRepository & { sweepIdempotency(): Promise<number> }
   try {
     repository = await LmdbSessionRepository.open(config.dataDir, { durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
   } catch (err) {
-    await lock.release()
-    await http.close()
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
+  cleanup.push(() => repository.close())
   const projector = new Projector(repository, config.dataDir, deps.logger)
-  const service = new PersistentSessionService({
+  cleanup.push(() => projector.close())
+  cleanup.push(memoryClose)
+  const persistent = new PersistentSessionService({
     ...common,
     repository,
     onCommit: (id) => projector.notify(id),
     onDelete: (id) => projector.remove(id),
   })
-  await service.recover()
+  service = persistent
+  await persistent.recover()
   await projector.start()
   const sweep = setInterval(() => {
     repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
   }, 3_600_000)
   sweep.unref()
+  cleanup.push(async () => clearInterval(sweep))
   await repository.sweepIdempotency()
-  return {
-    service, projector,
-    // After the HTTP server has stopped: the projection catches up, then the store closes.
-    close: async () => {
-      clearInterval(sweep)
-      await projector.close()
-      await repository.close()
-      await lock.release()
-      await http.close()
-    },
-  }
+  return { service, projector, ...(indexer ? { indexer } : {}), close: closeAll }
+}
+
+/** The embedder: an OpenAI-compatible endpoint when configured, else the offline hashed embedder. */
+async function buildEmbedder(_config: Config): Promise<Embedder> {
+  const { HashedEmbedder } = await import('../memory/hashed-embedder.js')
+  return new HashedEmbedder()
 }
 
 /** One process per data directory: a second one fails start-up clearly. */
@@ -106,7 +150,7 @@ async function optional<T>(load: () => Promise<T>, pkg: string, setting: string)
   } catch (err) {
     const e = err as NodeJS.ErrnoException
     if (e.code === 'ERR_MODULE_NOT_FOUND' || e.code === 'MODULE_NOT_FOUND' || /Cannot find (module|package)/.test(e.message ?? '') || /\.node\b/.test(e.message ?? '')) {
-      throw new StartupError(`${setting} needs the optional dependency '${pkg}', which could not be loaded (${e.message.split('\n')[0]}). Install it (npm install ${pkg}) or switch the capability off.`)
+      throw new StartupError(`${setting} needs the optional dependency ${pkg}, which could not be loaded (${e.message.split('\n')[0]}). Install it or switch the capability off.`)
     }
     throw err
   }

@@ -41,6 +41,7 @@ export const ERROR_TABLE = {
   ROUTE_NOT_FOUND: { http: 404, rpc: -32601, exit: 18, title: 'Not found', message: 'No such route or method.' },
   SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
   INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },
+  NOTE_NOT_FOUND: { http: 404, rpc: -32021, exit: 21, title: 'Note not found', message: 'The session has no note with this key.' },
 } as const satisfies Record<string, ErrorRow>
 
 export interface ErrorRow {

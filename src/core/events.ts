@@ -3,8 +3,9 @@ import type { SessionConfig } from './session-record.js'
 
 /**
  * Event types (contract §5). Every type except `text_delta` is stored in the event
- * log and replayable. `assistant_message` records each completed LLM step (the
- * assistant's message and that call's usage) so history can be rebuilt from the log.
+ * log and replayable. Beyond the contract's list: `assistant_message` records each
+ * completed LLM step (the assistant's message and that call's usage) so history can be
+ * rebuilt from the log, and `note_set` / `note_deleted` record session notes.
  */
 export const EVENT_TYPES = [
   'session_created',
@@ -21,6 +22,8 @@ export const EVENT_TYPES = [
   'compaction_failed',
   'memory_indexed',
   'session_archived',
+  'note_set',
+  'note_deleted',
 ] as const
 
 export type EventType = (typeof EVENT_TYPES)[number]
@@ -64,6 +67,8 @@ export interface EventData {
   compaction_failed: { error: string; code?: string; usage?: Usage }
   memory_indexed: { entries: number }
   session_archived: Record<string, never>
+  note_set: { key: string; value: string; by: 'client' | 'agent' }
+  note_deleted: { key: string; by: 'client' | 'agent' }
 }
 
 export function isStoredEventType(type: EventType): boolean {

@@ -51,6 +51,8 @@ export interface SessionRecord {
   messages: Message[]
   /** For each message, the seq of the event that added it (parallel to `messages`). */
   message_seqs: number[]
+  /** For each message, the turn it belongs to (parallel to `messages`). */
+  message_turns: number[]
   turn_count: number
   last_seq: number
   usage: TokenTotals
@@ -68,4 +70,11 @@ export interface SessionRecord {
   session_boundary_index: number
   last_compaction_boundary_index: number | null
   compactions: number
+  /** Session notes, oldest first (at most NOTES_MAX; pinned into every LLM call's system prompt). */
+  notes: SessionNote[]
 }
+
+export interface SessionNote { key: string; value: string; updated_at: string }
+
+export const NOTES_MAX = 200
+export const NOTE_VALUE_MAX = 2000

@@ -1,5 +1,6 @@
 import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
+import type { SessionNote } from './session-record.js'
 import type {
   Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
   MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView,
@@ -75,6 +76,11 @@ export interface SessionService {
   subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
   searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult>
   addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded>
+  /** Session notes: a small key-value map pinned into every LLM call (oldest evicted past 200). */
+  listNotes(id: SessionId, ctx: CallContext): Promise<SessionNote[]>
+  putNote(id: SessionId, key: string, value: string, ctx: CallContext): Promise<SessionNote>
+  /** Throws `SESSION_NOT_FOUND` for an unknown session; a missing key is not an error (returns false). */
+  deleteNote(id: SessionId, key: string, ctx: CallContext): Promise<boolean>
   /** Resolves the caller's tenant or throws `UNAUTHORIZED` (for surfaces that gate before calling). */
   authenticate(ctx: CallContext): string
   capabilities(): Capabilities

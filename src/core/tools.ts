@@ -1,10 +1,19 @@
 import type { ContentBlock, ToolDefinition } from './messages.js'
 
+/** The session a built-in tool runs in: what it may read and change. */
+export interface ToolSession {
+  notes(): Array<{ key: string; value: string }>
+  /** Records a note change as an event of the session (throws INVALID_REQUEST for a bad key or value). */
+  setNote(key: string, value: string): Promise<void>
+  deleteNote(key: string): Promise<boolean>
+}
+
 export interface ToolContext {
   tenant: string
   sessionId: string
   turn: number
   signal: AbortSignal
+  session: ToolSession
 }
 
 export interface ToolOutput { content: string | ContentBlock[]; is_error?: boolean }

@@ -27,7 +27,7 @@ export function toView(r: SessionRecord, running: boolean): SessionView {
       last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
     } : null,
     memory: c.memory, tools: structuredClone(c.tools), max_total_tokens: c.max_total_tokens,
-    pending_tool_calls: structuredClone(pending), running, last_seq: r.last_seq,
+    pending_tool_calls: structuredClone(pending), running, notes: r.notes.map((n) => ({ ...n })), last_seq: r.last_seq,
   }
 }
 

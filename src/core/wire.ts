@@ -139,6 +139,11 @@ export const SessionUsageSchema = Type.Object({
   by_turn: Type.Array(Type.Object({ turn: Int(), input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int() })),
 })
 
+export const NoteKeySchema = Str({ pattern: '^[A-Za-z0-9_.:-]{1,128}$', description: 'Note key: letters, digits, _ . : - (1–128).' })
+export const NoteSchema = Type.Object({ key: Str(), value: Str(), updated_at: Str({ format: 'date-time' }) })
+export const NotePutSchema = Type.Object({ value: Str({ maxLength: 2000 }) }, Strict)
+export const NotesSchema = Type.Object({ notes: Type.Array(NoteSchema) })
+
 export const SessionViewSchema = Type.Object({
   session_id: Str({ format: 'uuid' }),
   status: SessionStatusSchema,
@@ -162,6 +167,7 @@ export const SessionViewSchema = Type.Object({
   max_total_tokens: Type.Union([Int(), Type.Null()]),
   pending_tool_calls: Type.Array(ToolCallSchema),
   running: Type.Boolean(),
+  notes: Type.Array(NoteSchema),
   last_seq: Int(),
 })
 export type SessionView = Static<typeof SessionViewSchema>

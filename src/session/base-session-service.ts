@@ -5,7 +5,8 @@ import { isSessionId } from '../core/ids.js'
 import type { ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
 import type { ContentBlock } from '../core/messages.js'
-import type { EffectiveCompaction, SessionConfig, SessionRecord } from '../core/session-record.js'
+import type { EffectiveCompaction, SessionConfig, SessionNote, SessionRecord } from '../core/session-record.js'
+import type { MemoryStore } from '../core/memory-store.js'
 import type { CallContext, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { Telemetry } from '../core/telemetry.js'
@@ -21,7 +22,7 @@ import { Idempotency } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
 import type { CompactionController } from './compaction-controller.js'
-import { assertBudget, closeOpenTurn, TurnRunner, type TurnStart } from './turn-runner.js'
+import { assertBudget, closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
@@ -50,6 +51,9 @@ export interface SessionServiceDeps {
   builtinTools?: readonly BuiltinTool[]
   /** Present when the `session-compaction` capability is on. */
   compaction?: CompactionController
+  /** Present when the `memory-store` capability is on. */
+  memory?: MemoryStore
+  memoryGuide?: string
 }
 
 /**
@@ -68,7 +72,7 @@ export abstract class BaseSessionService implements SessionService {
     this.hub = new EventHub({ bufferSize: deps.limits.eventBuffer, queueLimit: deps.limits.subscriberQueue })
     this.idem = new Idempotency(deps.idempotency)
     this.runner = new TurnRunner({
-      providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.compaction?.beforeLlmCall,
+      providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.compaction?.beforeLlmCall, memoryGuide: deps.memoryGuide,
       maxSteps: deps.limits.maxSteps, defaultMaxTokens: deps.limits.defaultMaxTokens,
       telemetry: deps.telemetry, logger: deps.logger,
     })
@@ -209,14 +213,61 @@ export abstract class BaseSessionService implements SessionService {
     return sub
   }
 
-  async searchMemory(_q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
-    this.authenticate(ctx)
-    throw new BurrowError('MEMORY_STORE_DISABLED')
+  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
+    const tenant = this.authenticate(ctx)
+    const store = this.deps.memory
+    if (!store || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+    const scope = q.scope ?? 'tenant'
+    if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
+    // A session id narrows the search to that session; it must be one of the caller's.
+    if (q.session_id) await this.session(tenant, q.session_id)
+    const hits = await store.search({ tenant, text: q.q, limit: q.limit ?? 5, ...(q.session_id ? { sessionId: q.session_id } : {}) })
+    return { results: hits.map((h) => ({ content: h.entry.content, score: h.score, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq })) }
   }
 
-  async addMemory(_entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
-    this.authenticate(ctx)
-    throw new BurrowError('MEMORY_STORE_DISABLED')
+  async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
+    const tenant = this.authenticate(ctx)
+    const store = this.deps.memory
+    if (!store || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+    return this.idempotent(ctx, tenant, 'memory/add', null, entries, async () => {
+      for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await this.session(tenant, sid)
+      const added = await store.add(entries.map((e) => ({
+        tenant, content: e.content, session_id: e.session_id ?? null, turn: null, seq: null, ...(e.metadata ? { metadata: e.metadata } : {}),
+      })))
+      return { ids: added.map((a) => a.id) }
+    })
+  }
+
+  async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    return s.record.notes.map((n) => ({ ...n }))
+  }
+
+  async putNote(id: string, key: string, value: string, ctx: CallContext): Promise<SessionNote> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+    await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
+    return { ...s.record.notes.find((n) => n.key === key)! }
+  }
+
+  async deleteNote(id: string, key: string, ctx: CallContext): Promise<boolean> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.session(tenant, id)
+    if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+    return notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+  }
+
+  /** Records that memory indexed `entries` passages of a session (if it still exists). */
+  async recordIndexed(tenant: string, sessionId: string, entries: number): Promise<void> {
+    let s: LiveSession
+    try {
+      s = await this.session(tenant, sessionId)
+    } catch {
+      return // deleted meanwhile
+    }
+    await s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
   }
 
   async shutdown(graceMs: number): Promise<void> {

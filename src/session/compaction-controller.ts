@@ -9,7 +9,7 @@ import { CompactionError } from './default-compactor.js'
 import type { LiveSession } from './live-session.js'
 
 /** What compaction discarded, for whoever indexes it (semantic memory). */
-export interface Discarded { session: LiveSession; turn: number; messages: Message[]; seqs: number[] }
+export interface Discarded { session: LiveSession; turn: number; messages: Message[]; seqs: number[]; turns: number[] }
 
 /** The history estimate of contract §6: `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
 export function estimatedHistoryTokens(r: SessionRecord): number {
@@ -56,6 +56,7 @@ export class CompactionController {
     await session.emit(turn, [{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
     const original = r.messages
     const originalSeqs = r.message_seqs
+    const originalTurns = r.message_turns
     try {
       const result = await this.compactor.compact({
         model: r.config.model, systemPrompt: r.config.system_prompt, messages: original, config: cfg,
@@ -71,7 +72,7 @@ export class CompactionController {
           summary: result.summary, discarded_seq_range: range, usage: result.usage,
         },
       }])
-      this.onDiscarded?.({ session, turn, messages: result.discarded, seqs })
+      this.onDiscarded?.({ session, turn, messages: result.discarded, seqs, turns: originalTurns.slice(0, result.keepFrom) })
       return outcome(true, result.messages.length, result.summaryTokens)
     } catch (err) {
       if (cancel.aborted) {

@@ -88,6 +88,7 @@ export class PersistentSessionService extends BaseSessionService {
     this.live.delete(id)
     this.hub.drop(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
     await this.repo.deleteSession(id, tenant)
+    await this.deps.memory?.deleteSession(tenant, id)
     await this.pdeps.onDelete?.(id)
   }
 

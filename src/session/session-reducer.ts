@@ -2,7 +2,7 @@ import { SUMMARY_PREFIX } from '../core/compactor.js'
 import type { EventEnvelope, EventData } from '../core/events.js'
 import type { Message, ToolResultBlock } from '../core/messages.js'
 import { toolUsesOf } from '../core/messages.js'
-import type { SessionRecord, TokenTotals } from '../core/session-record.js'
+import { NOTES_MAX, type SessionRecord, type TokenTotals } from '../core/session-record.js'
 
 /**
  * The only code that changes a session's state: the live path and a rebuild from
@@ -31,6 +31,18 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
     case 'turn_failed': record.open_turn = null; break
     case 'session_archived': record.status = 'archived'; break
     case 'compaction_completed': compacted(record, e as EventEnvelope<'compaction_completed'>); break
+    case 'note_set': {
+      const d = e.data as EventData['note_set']
+      record.notes = record.notes.filter((n) => n.key !== d.key)
+      record.notes.push({ key: d.key, value: d.value, updated_at: e.at })
+      if (record.notes.length > NOTES_MAX) record.notes.splice(0, record.notes.length - NOTES_MAX) // oldest first out
+      break
+    }
+    case 'note_deleted': {
+      const key = (e.data as EventData['note_deleted']).key
+      record.notes = record.notes.filter((n) => n.key !== key)
+      break
+    }
     case 'compaction_failed': {
       // The loop guard counts from the last attempt, so a failing summariser is not retried on every call.
       record.last_compaction_boundary_index = record.session_boundary_index
@@ -54,6 +66,7 @@ function created(e: EventEnvelope<'session_created'>): SessionRecord {
     config: structuredClone(d.config),
     messages: [],
     message_seqs: [],
+    message_turns: [],
     turn_count: 0,
     last_seq: 1,
     usage: zero(),
@@ -65,6 +78,7 @@ function created(e: EventEnvelope<'session_created'>): SessionRecord {
     session_boundary_index: 0,
     last_compaction_boundary_index: null,
     compactions: 0,
+    notes: [],
   }
 }
 
@@ -80,12 +94,12 @@ function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
     turn: e.turn, state: 'running', first_seq: e.seq, pending_tool_calls: [], client_tool_call_ids: [], results: [],
   }
   // Events are immutable once emitted, so the record shares their data instead of copying it.
-  if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq)
+  if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq, e.turn)
 }
 
 function assistantMessage(r: SessionRecord, e: EventEnvelope<'assistant_message'>): void {
   const d = e.data
-  pushMessage(r, d.message, e.seq)
+  pushMessage(r, d.message, e.seq, e.turn)
   addUsage(r, e.turn, { input_tokens: d.usage.input_tokens, output_tokens: d.usage.output_tokens, compaction_tokens: 0 })
   r.last_input_tokens = d.usage.input_tokens
   r.session_boundary_index++
@@ -107,16 +121,17 @@ function toolResult(r: SessionRecord, e: EventEnvelope<'tool_result'>): void {
   if (open.pending_tool_calls.every((c) => open.results.some((b) => b.tool_use_id === c.id))) {
     // One tool-results message answering the calls in call order, as providers require.
     const ordered = open.pending_tool_calls.map((c) => open.results.find((b) => b.tool_use_id === c.id)!)
-    pushMessage(r, { role: 'user', content: ordered }, e.seq)
+    pushMessage(r, { role: 'user', content: ordered }, e.seq, e.turn)
     open.pending_tool_calls = []
     open.client_tool_call_ids = []
     open.results = []
   }
 }
 
-function pushMessage(r: SessionRecord, m: Message, seq: number): void {
+function pushMessage(r: SessionRecord, m: Message, seq: number, turn: number): void {
   r.messages.push(m)
   r.message_seqs.push(seq)
+  r.message_turns.push(turn)
   r.history_chars += JSON.stringify(m).length
 }
 
@@ -137,6 +152,7 @@ function compacted(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): 
   const summary = summaryMessage(d.summary)
   r.messages = [summary, ...r.messages.slice(from)]
   r.message_seqs = [e.seq, ...r.message_seqs.slice(from)]
+  r.message_turns = [e.turn, ...r.message_turns.slice(from)]
   r.history_chars = r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0)
   r.compactions++
   r.last_compaction_boundary_index = r.session_boundary_index

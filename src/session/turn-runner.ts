@@ -1,10 +1,11 @@
 import type { EventEnvelope } from '../core/events.js'
-import { BurrowError, toBurrowError, type ErrorCode } from '../core/errors.js'
+import { BurrowError, invalidRequest, toBurrowError, type ErrorCode } from '../core/errors.js'
 import type { LlmRequest, LlmResponse, ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
 import { textOf, type ContentBlock, type Message, type ToolCall, type ToolResultInput, type ToolUseBlock } from '../core/messages.js'
 import type { Telemetry } from '../core/telemetry.js'
-import type { BuiltinTool } from '../core/tools.js'
+import type { BuiltinTool, ToolSession } from '../core/tools.js'
+import { NOTE_VALUE_MAX } from '../core/session-record.js'
 import type { TurnResult } from '../core/wire.js'
 import type { Cancellation } from './cancellation.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
@@ -16,6 +17,8 @@ export type BeforeLlmCall = (session: LiveSession, turn: number, signal: Cancell
 export interface TurnRunnerDeps {
   providers: ProviderRegistry
   builtinTools: readonly BuiltinTool[]
+  /** Added to the system prompt of sessions with memory on (how to use the memory tools). */
+  memoryGuide?: string | undefined
   beforeLlmCall?: BeforeLlmCall | undefined
   /** LLM calls one turn may make before it ends with stop_reason `max_steps`. */
   maxSteps: number
@@ -111,7 +114,7 @@ export class TurnRunner {
     let outcome: 'ok' | 'error' | 'timeout' | 'aborted' = 'ok'
     try {
       const req: LlmRequest = {
-        model, system: session.record.config.system_prompt, messages: session.record.messages, tools, maxTokens,
+        model, system: this.systemPrompt(session), messages: session.record.messages, tools, maxTokens,
         get signal() { return signal.signal },
         cancelled: () => signal.aborted,
       }
@@ -124,11 +127,24 @@ export class TurnRunner {
     }
   }
 
+  /**
+   * The system prompt of one LLM call: the session's own (verbatim), then the memory guide
+   * when memory is on, then the session notes — pinned, so compaction never drops them.
+   */
+  systemPrompt(session: LiveSession): string {
+    const c = session.record.config
+    const parts = [c.system_prompt]
+    if (c.memory && this.deps.memoryGuide) parts.push(this.deps.memoryGuide)
+    const notes = session.record.notes
+    if (notes.length > 0) parts.push(`Session notes (kept across compaction; update them with note_set / note_delete):\n${notes.map((n) => `- ${n.key}: ${n.value}`).join('\n')}`)
+    return parts.filter(Boolean).join('\n\n')
+  }
+
   private async runBuiltin(tool: BuiltinTool | undefined, u: ToolUseBlock, session: LiveSession, turn: number, signal: Cancellation) {
     const base = { tool_call_id: u.id, name: u.name }
     if (!tool) return { ...base, content: `Unknown tool: ${u.name}. Available tools are listed in the request.`, is_error: true }
     try {
-      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn, signal: signal.signal })
+      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn, signal: signal.signal, session: notesAccess(session, turn, 'agent') })
       return { ...base, content: out.content, is_error: out.is_error === true }
     } catch (err) {
       if (signal.aborted) throw signal.reason
@@ -187,6 +203,25 @@ export async function closeOpenTurn(session: LiveSession, code: ErrorCode | stri
   events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
   return await session.emit(open.turn, events)
 }
+
+/** Notes of a live session, changed through events (so the log records them). */
+export function notesAccess(session: LiveSession, turn: number, by: 'client' | 'agent', fields = { key: 'key', value: 'value' }): ToolSession {
+  return {
+    notes: () => session.record.notes.map((n) => ({ key: n.key, value: n.value })),
+    async setNote(key, value) {
+      if (!NOTE_KEY.test(key)) throw invalidRequest(fields.key, 'must be 1–128 letters, digits, _ . : -')
+      if (value.length > NOTE_VALUE_MAX) throw invalidRequest(fields.value, `must be at most ${NOTE_VALUE_MAX} characters`)
+      await session.emit(turn, [{ type: 'note_set', data: { key, value, by } }])
+    },
+    async deleteNote(key) {
+      if (!session.record.notes.some((n) => n.key === key)) return false
+      await session.emit(turn, [{ type: 'note_deleted', data: { key, by } }])
+      return true
+    },
+  }
+}
+
+const NOTE_KEY = /^[A-Za-z0-9_.:-]{1,128}$/
 
 function checkBudget(session: LiveSession): void {
   const max = session.record.config.max_total_tokens

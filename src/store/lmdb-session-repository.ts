@@ -9,7 +9,7 @@ import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { openLmdbEnv, type BurrowDbs, type LmdbEnv } from './lmdb-env.js'
 
 /** The snapshot as stored: the record without its long lists, which live in their own keys. */
-type Head = Omit<SessionRecord, 'messages' | 'message_seqs' | 'usage_by_turn'> & { message_count: number; message_generation: number }
+type Head = Omit<SessionRecord, 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn'> & { message_count: number; message_generation: number }
 
 const TOP = '\uffff' // sorts after every session id
 
@@ -123,7 +123,7 @@ export class LmdbSessionRepository implements SessionRepository {
     } else if (head) {
       for (const k of d.messages.getKeys({ start: [sid, 0], end: [sid, Infinity] })) d.messages.remove(k)
     }
-    for (let i = from; i < r.messages.length; i++) d.messages.put([sid, i], { m: r.messages[i], s: r.message_seqs[i] })
+    for (let i = from; i < r.messages.length; i++) d.messages.put([sid, i], { m: r.messages[i], s: r.message_seqs[i], t: r.message_turns[i] })
   }
 
   private load(sid: string): SessionRecord | undefined {
@@ -131,14 +131,17 @@ export class LmdbSessionRepository implements SessionRepository {
     if (!head) return undefined
     const messages: Message[] = []
     const seqs: number[] = []
+    const turns: number[] = []
     for (const { value } of this.dbs.messages.getRange({ start: [sid, 0], end: [sid, Infinity] })) {
-      const v = value as { m: Message; s: number }
+      const v = value as { m: Message; s: number; t: number }
       messages.push(v.m)
       seqs.push(v.s)
+      turns.push(v.t ?? 0)
     }
     const usage = [...this.dbs.turnUsage.getRange({ start: [sid, 0], end: [sid, Infinity] })].map(({ value }) => value as TokenTotals & { turn: number })
     const { message_count: _c, message_generation: _g, ...rest } = head
-    return { ...rest, messages, message_seqs: seqs, usage_by_turn: usage }
+    const older = rest as Partial<Head> // heads written before notes existed
+    return { ...rest, notes: older.notes ?? [], messages, message_seqs: seqs, message_turns: turns, usage_by_turn: usage }
   }
 
   async deleteSession(sessionId: string, tenant: string): Promise<void> {
@@ -170,6 +173,6 @@ export class LmdbSessionRepository implements SessionRepository {
 }
 
 function headOf(r: SessionRecord): Head {
-  const { messages, message_seqs: _s, usage_by_turn: _u, ...rest } = r
+  const { messages, message_seqs: _s, message_turns: _t, usage_by_turn: _u, ...rest } = r
   return { ...rest, message_count: messages.length, message_generation: r.compactions }
 }

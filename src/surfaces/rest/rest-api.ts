@@ -7,6 +7,7 @@ import { BurrowError } from '../../core/errors.js'
 import { ProblemSchema } from '../../core/wire.js'
 import { eventRoutes } from './event-routes.js'
 import { memoryRoutes } from './memory-routes.js'
+import { noteRoutes } from './note-routes.js'
 import { opsRoutes } from './ops-routes.js'
 import { fromFastifyError, problemOf } from './problem.js'
 import { sessionRoutes } from './session-routes.js'
@@ -90,6 +91,7 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   sessionRoutes(app, service, metrics)
   eventRoutes(app, service, metrics)
   memoryRoutes(app, service)
+  noteRoutes(app, service)
   opsRoutes(app, service, metrics)
 }
 

@@ -1,0 +1,55 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { open, type Database, type RootDatabase } from 'lmdb'
+import type { MemoryEntry } from '../core/memory-store.js'
+
+/** An entry as stored: the public entry plus its length in tokens (for BM25). */
+export type StoredEntry = MemoryEntry & { len: number }
+export interface TenantStats { docs: number; totalLength: number; next: number }
+
+/** The memory store's LMDB environment (`<dataDir>/memory/lmdb`): the truth the HNSW index is a cache of. */
+export interface MemoryDb {
+  root: RootDatabase
+  meta: Database<unknown, string>
+  /** [tenant, label] → entry */
+  entries: Database<StoredEntry, [string, number]>
+  /** [tenant, label] → vector (float32 bytes) */
+  vectors: Database<Buffer, [string, number]>
+  /** entry id → [tenant, label] */
+  ids: Database<[string, number], string>
+  /** [tenant, session, label] → 1 */
+  bySession: Database<number, [string, string, number]>
+  /** [tenant, term, label] → term frequency */
+  postings: Database<number, [string, string, number]>
+  /** tenant → stats */
+  stats: Database<TenantStats, string>
+  /** [tenant, label] → 1: deleted since the tenant's index file was last saved */
+  tombstones: Database<number, [string, number]>
+}
+
+export function openMemoryDb(dataDir: string): MemoryDb {
+  const dir = join(dataDir, 'memory')
+  mkdirSync(dir, { recursive: true })
+  const root = open({ path: join(dir, 'lmdb'), maxDbs: 12, noMemInit: true })
+  return {
+    root,
+    meta: root.openDB({ name: 'meta' }),
+    entries: root.openDB({ name: 'entries' }),
+    vectors: root.openDB({ name: 'vectors', encoding: 'binary' }),
+    ids: root.openDB({ name: 'ids' }),
+    bySession: root.openDB({ name: 'by_session' }),
+    postings: root.openDB({ name: 'postings' }),
+    stats: root.openDB({ name: 'stats' }),
+    tombstones: root.openDB({ name: 'tombstones' }),
+  }
+}
+
+export function toBytes(v: readonly number[]): Buffer {
+  const f = Float32Array.from(v)
+  return Buffer.from(f.buffer, f.byteOffset, f.byteLength)
+}
+
+export function fromBytes(b: Uint8Array): number[] {
+  const f = new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4)
+  return Array.from(f)
+}

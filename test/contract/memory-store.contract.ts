@@ -1,0 +1,100 @@
+// The conformance suite every MemoryStore must pass (brute-force reference, HNSW + LMDB).
+import type { Test } from 'tap'
+import type { MemoryStore, NewMemoryEntry } from '../../src/core/memory-store.js'
+
+export type MemoryFactory = () => Promise<{ store: MemoryStore; reopen?: () => Promise<MemoryStore>; cleanup: () => Promise<void> }>
+
+const S1 = '01900000-0000-7000-8000-000000000001'
+const S2 = '01900000-0000-7000-8000-000000000002'
+
+export const entry = (content: string, extra: Partial<NewMemoryEntry> = {}): NewMemoryEntry =>
+  ({ tenant: 'acme', content, session_id: S1, turn: 1, seq: 2, ...extra })
+
+export function memoryStoreContract(t: Test, factory: MemoryFactory): void {
+  const withStore = (name: string, fn: (t: Test, store: MemoryStore, ctx: Awaited<ReturnType<MemoryFactory>>) => Promise<void>) =>
+    t.test(name, async (t) => {
+      const ctx = await factory()
+      t.teardown(() => ctx.cleanup())
+      await fn(t, ctx.store, ctx)
+    })
+
+  withStore('an empty store finds nothing', async (t, store) => {
+    t.same(await store.search({ tenant: 'acme', text: 'anything', limit: 5 }), [])
+    t.equal(await store.count('acme'), 0)
+  })
+
+  withStore('added entries come back with provenance, best match first, scores in 0..1', async (t, store) => {
+    const added = await store.add([
+      entry('The deployment to the staging cluster failed because the database migration timed out.', { turn: 3, seq: 17 }),
+      entry('We agreed the quarterly report is due on the first Monday of the month.', { turn: 4, seq: 21 }),
+      entry('Invoice INV-2024-0042 was paid by bank transfer on March 3rd.', { turn: 5, seq: 30, session_id: S2 }),
+    ])
+    t.equal(added.length, 3)
+    t.ok(added.every((e) => typeof e.id === 'string' && e.id.length > 0 && e.created_at))
+    t.equal(new Set(added.map((e) => e.id)).size, 3, 'ids are unique')
+    t.equal(await store.count('acme'), 3)
+    for (const mode of ['hybrid', 'vector', 'keyword'] as const) {
+      const hits = await store.search({ tenant: 'acme', text: 'why did the staging deployment fail?', limit: 3, mode })
+      t.ok(hits.length >= 1, `${mode}: found something`)
+      t.match(hits[0]!.entry.content, /staging cluster/, `${mode}: the right passage first`)
+      t.same({ session_id: hits[0]!.entry.session_id, turn: hits[0]!.entry.turn, seq: hits[0]!.entry.seq }, { session_id: S1, turn: 3, seq: 17 })
+      t.ok(hits.every((h) => h.score >= 0 && h.score <= 1), `${mode}: scores in 0..1`)
+      for (let i = 1; i < hits.length; i++) t.ok(hits[i - 1]!.score >= hits[i]!.score, `${mode}: ordered by score`)
+    }
+  })
+
+  withStore('an exact identifier is found', async (t, store) => {
+    await store.add([
+      entry('Invoice INV-2024-0042 was paid by bank transfer on March 3rd.'),
+      entry('Invoice INV-2024-0043 is still open.'),
+      ...Array.from({ length: 30 }, (_, i) => entry(`Invoice number ${1000 + i} concerns office supplies and was processed normally.`)),
+    ])
+    const hits = await store.search({ tenant: 'acme', text: 'INV-2024-0042', limit: 3 })
+    t.match(hits[0]!.entry.content, /INV-2024-0042 was paid/)
+  })
+
+  withStore('limit is respected', async (t, store) => {
+    await store.add(Array.from({ length: 12 }, (_, i) => entry(`note ${i} about the weekly team meeting agenda`)))
+    t.equal((await store.search({ tenant: 'acme', text: 'team meeting', limit: 5 })).length, 5)
+    t.equal((await store.search({ tenant: 'acme', text: 'team meeting', limit: 20 })).length, 12)
+  })
+
+  withStore('tenants never see each other', async (t, store) => {
+    await store.add([entry('The launch code is saffron-47.', { tenant: 'acme' }), entry('Our launch code is cobalt-12.', { tenant: 'globex' })])
+    for (const mode of ['hybrid', 'vector', 'keyword'] as const) {
+      const a = await store.search({ tenant: 'acme', text: 'launch code cobalt-12', limit: 10, mode })
+      t.ok(a.every((h) => h.entry.tenant === 'acme'), `${mode}: only acme's entries`)
+      t.notOk(a.some((h) => h.entry.content.includes('cobalt')), `${mode}: globex's secret is not reachable`)
+    }
+    t.same(await store.search({ tenant: 'initech', text: 'launch code', limit: 10 }), [])
+    t.equal(await store.count('globex'), 1)
+  })
+
+  withStore('session scope, and deleting a session removes its entries', async (t, store) => {
+    await store.add([
+      entry('Session one talks about the red bicycle.', { session_id: S1 }),
+      entry('Session two talks about the red bicycle too.', { session_id: S2 }),
+      entry('A tenant-wide document about bicycles.', { session_id: null }),
+    ])
+    const scoped = await store.search({ tenant: 'acme', text: 'red bicycle', limit: 10, sessionId: S2 })
+    t.same(scoped.map((h) => h.entry.session_id), [S2])
+    t.equal(await store.deleteSession('acme', S1), 1)
+    const after = await store.search({ tenant: 'acme', text: 'red bicycle', limit: 10 })
+    t.notOk(after.some((h) => h.entry.session_id === S1), 'gone from vector and keyword results')
+    t.equal(after.length, 2)
+    t.equal(await store.count('acme'), 2)
+    t.equal(await store.deleteSession('acme', S1), 0)
+  })
+
+  withStore('entries survive reopening the store', async (t, store, ctx) => {
+    if (!ctx.reopen) { t.pass('in-memory reference: nothing to reopen'); return }
+    await store.add([entry('The wifi password for the guest network is tangerine.'), entry('Lunch is at noon.', { session_id: S2 })])
+    await store.deleteSession('acme', S2)
+    await store.close()
+    const again = await ctx.reopen()
+    const hits = await again.search({ tenant: 'acme', text: 'guest wifi password', limit: 5 })
+    t.match(hits[0]!.entry.content, /tangerine/)
+    t.equal(await again.count('acme'), 1)
+    t.notOk(hits.some((h) => h.entry.session_id === S2), 'deleted entries stay deleted')
+  })
+}
