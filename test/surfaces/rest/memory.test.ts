@@ -1,0 +1,212 @@
+import t from 'tap'
+import { once } from 'node:events'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MEMORY_GUIDE } from '../../../src/session/memory-tools.js'
+import { SUMMARY_PREFIX } from '../../../src/core/compactor.js'
+import { Api, startBurrow, type Harness } from '../../helpers/harness.js'
+import { spawnServer } from '../../helpers/child-server.js'
+
+const MEM = { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on', BURROW_DURABILITY: 'relaxed' }
+const COMPACT_FAST = { auto_compact_threshold: 150, recent_turn_budget: 1, min_turns_between_compactions: 0 }
+
+async function events(h: Harness, id: string, api = h.api) {
+  const view = (await api.get(`/v1/sessions/${id}`)).body
+  const s = await api.sse(`/v1/sessions/${id}/events?after=0`)
+  const frames = await s.until((f) => f.data.seq === view.last_seq)
+  s.close()
+  return frames.filter((f) => f.id).map((f) => f.data)
+}
+
+t.test('memory over REST: add, search, scope, validation', async (t) => {
+  const h = await startBurrow(MEM)
+  t.teardown(() => h.close())
+  const { api } = h
+  t.equal((await api.get('/v1/capabilities')).body.memory_store, true)
+  const sid = await api.createSession()
+  const added = await api.post('/v1/memory', [
+    { content: 'The staging database password rotates every Friday at 18:00.', metadata: { source: 'runbook' } },
+    { content: 'Customer ACME-9931 asked for an invoice copy in Portuguese.', session_id: sid },
+    { content: 'Quarterly planning happens in the second week of each quarter.' },
+  ])
+  t.equal(added.status, 201)
+  t.equal(added.body.ids.length, 3)
+  const r = await api.get(`/v1/memory/search?q=${encodeURIComponent('when does the staging password change?')}&limit=2`)
+  t.equal(r.status, 200)
+  t.match(r.body.results[0], { content: /rotates every Friday/, session_id: null, turn: null, seq: null })
+  t.ok(r.body.results.length <= 2)
+  const exact = await api.get('/v1/memory/search?q=ACME-9931')
+  t.match(exact.body.results[0], { content: /ACME-9931/, session_id: sid })
+  const scoped = await api.get(`/v1/memory/search?q=invoice&session_id=${sid}&scope=session`)
+  t.ok(scoped.body.results.every((x: any) => x.session_id === sid))
+  const bad = [
+    ['/v1/memory/search?q=x&scope=session', 'query/session_id'],
+    ['/v1/memory/search?q=x&limit=21', 'querystring/limit'],
+    ['/v1/memory/search', 'querystring/q'],
+    ['/v1/memory/search?q=x&scope=planet', 'querystring/scope'],
+  ]
+  for (const [url, field] of bad) {
+    const b = await api.get(url!)
+    t.equal(b.status, 400, url!)
+    t.equal(b.body.field, field)
+  }
+  const unknown = await api.get('/v1/memory/search?q=x&session_id=01900000-0000-7000-8000-000000000009')
+  t.equal(unknown.status, 404)
+  t.equal(unknown.body.code, 'SESSION_NOT_FOUND')
+  const empty = await api.post('/v1/memory', [])
+  t.equal(empty.status, 400)
+})
+
+t.test('compaction → indexing → recall by the agent in another session of the tenant', async (t) => {
+  const h = await startBurrow(MEM, { fake: true })
+  t.teardown(() => h.close())
+  const { api, fake } = h
+  fake.autoSummaries = true
+  const a = await api.createSession({ model: 'openai:gpt-4o-mini', memory: true, compaction: COMPACT_FAST })
+  const facts = ['My daughter Inês starts school on September 9th.', 'The build server is called tortoise-02 and runs Debian.', 'Budget approval for project Halcyon came through at 42,000 euros.']
+  for (const f of facts) { fake.enqueue({ text: `Noted: ${f}` }); await api.turn(a, { input: f }) }
+  for (let i = 0; i < 3; i++) { fake.enqueue({ text: `ok ${i}` }); await api.turn(a, { input: `filler message number ${i} to move the history along` }) }
+  await h.burrow.indexer!.idle()
+  const evA = await events(h, a)
+  const indexed = evA.filter((e) => e.type === 'memory_indexed')
+  t.ok(indexed.length >= 1, 'memory_indexed was recorded')
+  t.ok(indexed.every((e) => e.data.entries > 0))
+  t.ok(evA.some((e) => e.type === 'compaction_completed'))
+
+  // The agent in a new session searches memory with its built-in tool, inside the loop.
+  const b = await api.createSession({ model: 'openai:gpt-4o-mini', memory: true })
+  fake.enqueue({ toolCalls: [{ name: 'memory_search', input: { query: 'what is the build server called?' } }] }, { text: 'It is tortoise-02.' })
+  const r = await api.turn(b, { input: 'Which machine builds our code?' })
+  t.equal(r.status, 200)
+  t.equal(r.body.status, 'completed', 'no requires_action: the tool ran inside the loop')
+  t.equal(r.body.output_text, 'It is tortoise-02.')
+  const toolMsg = r.body.messages.find((m: any) => m.content.some((c: any) => c.type === 'tool_result'))
+  const results = JSON.parse(toolMsg.content[0].content)
+  t.match(results[0], { content: /tortoise-02/, session_id: a })
+  t.type(results[0].turn, 'number')
+  t.type(results[0].seq, 'number')
+  t.ok(results[0].score > 0 && results[0].score <= 1)
+  const src = evA.find((e) => e.seq === results[0].seq)
+  t.ok(src && JSON.stringify(src.data).includes('tortoise-02'), 'seq points back at the verbatim event')
+
+  // Memory is offered with a guide, only to sessions with memory on.
+  const call = fake.requests.filter((x) => x.api === 'openai').find((x) => JSON.stringify(x.body).includes('Which machine builds our code?'))!
+  t.match(call.body.messages[0].content, MEMORY_GUIDE.slice(0, 40))
+  t.same(call.body.tools.map((x: any) => x.function.name).sort(), ['memory_search', 'note_delete', 'note_set'])
+  const plain = await api.createSession({ model: 'openai:gpt-4o-mini' })
+  fake.enqueue({ text: 'plain' })
+  await api.turn(plain, { input: 'no memory here' })
+  const plainCall = fake.requests.at(-1)!
+  t.notOk(plainCall.body.tools, 'no memory tools without memory: true')
+  t.notMatch(JSON.stringify(plainCall.body.messages), /long-term memory/)
+
+  // What is indexed: user and assistant text, not the summaries.
+  const all = await api.get(`/v1/memory/search?q=${encodeURIComponent(SUMMARY_PREFIX.slice(0, 30))}&limit=20`)
+  t.notOk(all.body.results.some((x: any) => x.content.startsWith('[Context compacted]')), 'summaries are not memories')
+})
+
+t.test('memory is strictly tenant-scoped', async (t) => {
+  const h = await startBurrow({ ...MEM, BURROW_API_KEYS: 'ka:alpha,kb:beta' }, { fake: true })
+  t.teardown(() => h.close())
+  const alpha = new Api(h.url, 'ka')
+  const beta = new Api(h.url, 'kb')
+  await alpha.post('/v1/memory', [{ content: 'Alpha secret: the vault combination is 31-07-99.' }])
+  const mine = await alpha.get('/v1/memory/search?q=vault combination')
+  t.match(mine.body.results[0].content, /31-07-99/)
+  const theirs = await beta.get('/v1/memory/search?q=vault combination 31-07-99')
+  t.same(theirs.body.results, [], 'beta finds nothing of alpha')
+  const bs = await beta.createSession({ model: 'openai:gpt-4o-mini', memory: true })
+  h.fake.enqueue({ toolCalls: [{ name: 'memory_search', input: { query: 'vault combination', scope: 'tenant' } }] }, { text: 'nothing' })
+  const r = await beta.turn(bs, { input: 'what is the vault combination?' })
+  const toolMsg = r.body.messages.find((m: any) => m.content.some((c: any) => c.type === 'tool_result'))
+  t.same(JSON.parse(toolMsg.content[0].content), [], "beta's agent cannot recall alpha's memory")
+  const as = await alpha.createSession()
+  const probe = await beta.get(`/v1/memory/search?q=x&session_id=${as}`)
+  t.equal(probe.status, 404, "another tenant's session id is not found")
+})
+
+t.test('deleting a session purges its memories', async (t) => {
+  const h = await startBurrow(MEM)
+  t.teardown(() => h.close())
+  const sid = await h.api.createSession()
+  await h.api.post('/v1/memory', [{ content: 'Ephemeral fact: the kettle is broken.', session_id: sid }, { content: 'Lasting fact: the kettle is blue.' }])
+  t.equal((await h.api.get('/v1/memory/search?q=kettle')).body.results.length, 2)
+  await h.api.delete(`/v1/sessions/${sid}`)
+  const after = (await h.api.get('/v1/memory/search?q=kettle')).body.results
+  t.same(after.map((x: any) => x.content), ['Lasting fact: the kettle is blue.'])
+})
+
+t.test('memory survives a restart and kill -9', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-mem-kill-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const env = { ...MEM, BURROW_DURABILITY: 'fsync', BURROW_DATA_DIR: dataDir }
+  let server = await spawnServer(env)
+  let api = new Api(server.url)
+  await api.post('/v1/memory', [{ content: 'Acknowledged before the crash: the lighthouse keeper is named Odile.' }])
+  let exit = once(server.child, 'exit')
+  server.child.kill('SIGKILL')
+  await exit
+  server = await spawnServer(env)
+  api = new Api(server.url)
+  const r = await api.get('/v1/memory/search?q=lighthouse keeper')
+  t.match(r.body.results[0].content, /Odile/, 'an acknowledged entry survives kill -9 (the index is rebuilt from LMDB)')
+  await api.post('/v1/memory', [{ content: 'Added after the restart: the harbour opens at dawn.' }])
+  exit = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  await exit
+  server = await spawnServer(env)
+  api = new Api(server.url)
+  const both = await api.get('/v1/memory/search?q=harbour lighthouse&limit=5')
+  t.equal(both.body.results.length, 2, 'after a clean stop the saved index is loaded and complete')
+  exit = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  await exit
+})
+
+t.test('session notes: REST, the agent, pinned through compaction', async (t) => {
+  const h = await startBurrow(MEM, { fake: true })
+  t.teardown(() => h.close())
+  const { api, fake } = h
+  fake.autoSummaries = true
+  const id = await api.createSession({ model: 'anthropic:claude-sonnet-4-5', memory: true, compaction: COMPACT_FAST })
+  const put = await api.call('PUT', `/v1/sessions/${id}/notes/deadline`, { body: { value: 'Ship by Friday' } })
+  t.equal(put.status, 200)
+  t.match(put.body, { key: 'deadline', value: 'Ship by Friday' })
+  t.same((await api.get(`/v1/sessions/${id}/notes/deadline`)).body.value, 'Ship by Friday')
+  t.equal((await api.get(`/v1/sessions/${id}/notes/nope`)).body.code, 'NOTE_NOT_FOUND')
+  t.equal((await api.call('PUT', `/v1/sessions/${id}/notes/bad%20key`, { body: { value: 'x' } })).body.field, 'params/key')
+  t.equal((await api.call('PUT', `/v1/sessions/${id}/notes/long`, { body: { value: 'x'.repeat(2001) } })).body.field, 'body/value')
+
+  // The agent sets a note with its tool; notes are pinned into every call, also after compaction.
+  fake.enqueue({ toolCalls: [{ name: 'note_set', input: { key: 'user_name', value: 'Marguerite' } }] }, { text: 'I will remember.' })
+  const r = await api.turn(id, { input: 'My name is Marguerite.' })
+  t.equal(r.body.output_text, 'I will remember.')
+  for (let i = 0; i < 4; i++) { fake.enqueue({ text: `reply ${i}` }); await api.turn(id, { input: `more words to grow the history, round ${i}` }) }
+  const view = (await api.get(`/v1/sessions/${id}`)).body
+  t.ok(view.compaction.compactions >= 1, 'compacted')
+  t.same(view.notes.map((n: any) => [n.key, n.value]), [['deadline', 'Ship by Friday'], ['user_name', 'Marguerite']])
+  const last = fake.requests.filter((x) => x.api === 'anthropic').at(-1)!
+  t.match(last.body.system, /Session notes[\s\S]*- deadline: Ship by Friday[\s\S]*- user_name: Marguerite/, 'pinned into the system prompt')
+
+  const del = await api.delete(`/v1/sessions/${id}/notes/deadline`)
+  t.equal(del.status, 204)
+  t.same((await api.get(`/v1/sessions/${id}/notes`)).body.notes.map((n: any) => n.key), ['user_name'])
+  const types = (await events(h, id)).map((e) => e.type)
+  t.ok(types.includes('note_set') && types.includes('note_deleted'), 'note changes are events in the log')
+})
+
+t.test('notes keep at most 200, evicting the oldest; archived sessions are read-only', async (t) => {
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' })
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  for (let i = 0; i < 205; i++) await h.api.call('PUT', `/v1/sessions/${id}/notes/k${i}`, { body: { value: `v${i}` } })
+  const notes = (await h.api.get(`/v1/sessions/${id}/notes`)).body.notes
+  t.equal(notes.length, 200)
+  t.equal(notes[0].key, 'k5', 'the five oldest were evicted')
+  await h.api.call('PUT', `/v1/sessions/${id}/notes/k5`, { body: { value: 'updated' } })
+  t.equal((await h.api.get(`/v1/sessions/${id}/notes`)).body.notes.at(-1).key, 'k5', 'an update makes a note the newest')
+  await h.api.post(`/v1/sessions/${id}/archive`)
+  t.equal((await h.api.call('PUT', `/v1/sessions/${id}/notes/x`, { body: { value: 'y' } })).body.code, 'SESSION_ARCHIVED')
+  t.equal((await h.api.get(`/v1/sessions/${id}/notes/k6`)).status, 200, 'still readable')
+})
