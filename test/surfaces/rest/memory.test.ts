@@ -1,6 +1,6 @@
 import t from 'tap'
 import { once } from 'node:events'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MEMORY_GUIDE } from '../../../src/session/memory-tools.js'
@@ -157,8 +157,20 @@ t.test('memory survives a restart and kill -9', async (t) => {
   await exit
   server = await spawnServer(env)
   api = new Api(server.url)
+  const files = await readdir(join(dataDir, 'memory', 'hnsw'))
+  t.ok(files.some((f) => /\.2\.bin$/.test(f)), 'the clean stop saved the index, covering both entries')
   const both = await api.get('/v1/memory/search?q=harbour lighthouse&limit=5')
-  t.equal(both.body.results.length, 2, 'after a clean stop the saved index is loaded and complete')
+  t.equal(both.body.results.length, 2, 'the saved index is loaded and complete')
+  // Entries newer than the saved index survive a crash: on open they are added from LMDB.
+  await api.post('/v1/memory', [{ content: 'Added after the snapshot: the ferry leaves at noon.' }])
+  exit = once(server.child, 'exit')
+  server.child.kill('SIGKILL')
+  await exit
+  server = await spawnServer(env)
+  api = new Api(server.url)
+  const all = await api.get('/v1/memory/search?q=harbour lighthouse ferry&limit=5')
+  t.equal(all.body.results.length, 3)
+  t.ok(all.body.results.some((x: any) => /ferry/.test(x.content)))
   exit = once(server.child, 'exit')
   server.child.kill('SIGTERM')
   await exit
