@@ -12,7 +12,7 @@ export interface Config {
   defaultModel: string | undefined
   anthropic: { apiKey: string | undefined; baseUrl: string }
   openai: { apiKey: string | undefined; baseUrl: string; configured: boolean }
-  embeddings: { url: string | undefined; model: string | undefined }
+  embeddings: { url: string | undefined; model: string | undefined; apiKey: string | undefined }
   apiKeys: Map<string, string>
   durability: 'fsync' | 'relaxed'
   corsOrigins: string[] | undefined
@@ -60,7 +60,7 @@ export function loadConfig(env: Env = process.env): Config {
     defaultModel: r.str('BURROW_DEFAULT_MODEL'),
     anthropic: { apiKey: r.str('ANTHROPIC_API_KEY'), baseUrl: r.url('ANTHROPIC_BASE_URL') ?? 'https://api.anthropic.com' },
     openai: { apiKey: openaiKey, baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1', configured: Boolean(openaiKey || openaiBase) },
-    embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL') },
+    embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL'), apiKey: r.str('BURROW_EMBEDDINGS_API_KEY') },
     apiKeys: r.apiKeys('BURROW_API_KEYS'),
     durability: r.oneOf('BURROW_DURABILITY', ['fsync', 'relaxed'], 'fsync'),
     corsOrigins: r.list('BURROW_CORS_ORIGINS'),
@@ -90,6 +90,7 @@ export function loadConfig(env: Env = process.env): Config {
       max_history_messages: r.optInt('BURROW_COMPACT_MAX_HISTORY_MESSAGES', 2, 10_000_000) ?? null,
     },
   }
+  if (config.embeddings.url && !config.embeddings.model) problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
     problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
   }

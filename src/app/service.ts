@@ -56,6 +56,8 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   if (config.memoryStore === 'hnsw') {
     const { HnswMemoryStore } = await optional(() => import('../memory/hnsw-memory-store.js'), 'hnswlib-node and lmdb', 'BURROW_MEMORY_STORE=hnsw')
     const embedder = await buildEmbedder(config)
+    const closable = embedder as Embedder & { close?: () => Promise<void> }
+    if (closable.close) cleanup.push(() => closable.close!())
     try {
       const store = await HnswMemoryStore.open({ dataDir: config.dataDir, embedder, durability: config.durability, logger: deps.logger })
       memory = store
@@ -126,10 +128,27 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   return { service, projector, ...(indexer ? { indexer } : {}), close: closeAll }
 }
 
-/** The embedder: an OpenAI-compatible endpoint when configured, else the offline hashed embedder. */
-async function buildEmbedder(_config: Config): Promise<Embedder> {
-  const { HashedEmbedder } = await import('../memory/hashed-embedder.js')
-  return new HashedEmbedder()
+/**
+ * The embedder: an OpenAI-compatible endpoint when configured (probed now, so a wrong
+ * URL or model fails start-up), else the offline hashed embedder.
+ */
+async function buildEmbedder(config: Config): Promise<Embedder> {
+  const { url, model } = config.embeddings
+  if (!url || !model) {
+    const { HashedEmbedder } = await import('../memory/hashed-embedder.js')
+    return new HashedEmbedder()
+  }
+  const { OpenAiEmbedder } = await import('../memory/openai-embedder.js')
+  // The OpenAI key goes only to the OpenAI endpoint it belongs to, never to another host.
+  const sameHost = new URL(url).origin === new URL(config.openai.baseUrl).origin
+  const apiKey = config.embeddings.apiKey ?? (sameHost ? config.openai.apiKey : undefined)
+  const embedder = new OpenAiEmbedder({ baseUrl: url, model, ...(apiKey ? { apiKey } : {}) })
+  try {
+    return await embedder.init()
+  } catch (err) {
+    await embedder.close()
+    throw new StartupError(`The embeddings endpoint ${url} (model ${model}) did not answer a probe: ${(err as Error).message}`)
+  }
 }
 
 /** One process per data directory: a second one fails start-up clearly. */

@@ -33,6 +33,8 @@ const W = {
 const PROBES = 2
 const NGRAM_MIN = 3
 const NGRAM_MAX = 4
+/** Longer words (hashes, base64, run-together junk) get no n-grams: no word forms to match. */
+const NGRAM_WORD_MAX = 40
 
 const SEED_TERM = 0x9e3779b1
 const SEED_BIGRAM = 0x85ebca6b
@@ -41,7 +43,7 @@ const SEED_CONCEPT = 0x51ed270b
 
 /** A term's features, projected and cached across texts (bounded): sparse signed buckets. */
 interface TermFeatures { hash: number; buckets: Int32Array; weights: Float64Array }
-const CACHE_LIMIT = 50_000
+const CACHE_LIMIT = 20_000
 
 /**
  * The default offline embedder: signed feature hashing ("hashing trick") of normalised
@@ -127,7 +129,7 @@ function termFeatures(term: Term, d: number): TermFeatures {
   project(v, hash, term.kind === 'word' ? W.word : term.kind === 'identifier' ? W.identifier : W.part)
   const concepts = CONCEPTS.get(term.text)
   if (concepts) for (const c of concepts) project(v, c, W.concept / Math.sqrt(concepts.length))
-  if (term.kind === 'word') {
+  if (term.kind === 'word' && term.text.length <= NGRAM_WORD_MAX) {
     const s = `<${term.text}>`
     const grams: number[] = []
     for (let n = NGRAM_MIN; n <= NGRAM_MAX; n++) {

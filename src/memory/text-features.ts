@@ -3,6 +3,8 @@
  * see the same words: Unicode NFKC, lower case, word tokens that keep identifiers
  * whole (`INV-2024-0042`, `user_id`, `v2.3.1`, `foo@bar.com`, `/etc/hosts`) while
  * also yielding their parts, English stopwords dropped, and a light stemmer.
+ * Changing anything here changes stored keyword postings and hashed vectors: bump the
+ * hashed embedder's version (and re-index) with it.
  */
 
 /** One term of a text, in order. */

@@ -4,8 +4,7 @@ import type { EventEnvelope } from '../core/events.js'
 import { isSessionId } from '../core/ids.js'
 import type { ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
-import type { ContentBlock } from '../core/messages.js'
-import type { EffectiveCompaction, SessionConfig, SessionNote, SessionRecord } from '../core/session-record.js'
+import type { EffectiveCompaction, SessionNote, SessionRecord } from '../core/session-record.js'
 import type { MemoryStore } from '../core/memory-store.js'
 import type { CallContext, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
@@ -22,8 +21,9 @@ import { Idempotency } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
 import type { CompactionController } from './compaction-controller.js'
-import { assertBudget, closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
+import { closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
+import { sessionConfig, turnStart } from './turn-requests.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
 
@@ -112,7 +112,7 @@ export abstract class BaseSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     this.refuseWhenShuttingDown()
     return this.idempotent(ctx, tenant, 'session/create', null, req, async () => {
-      const config = this.configFor(tenant, req)
+      const config = sessionConfig(tenant, req, this.deps)
       const id = uuidv7()
       const event: EventEnvelope<'session_created'> = {
         seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config },
@@ -134,7 +134,7 @@ export abstract class BaseSessionService implements SessionService {
     this.refuseWhenShuttingDown()
     const session = await this.session(tenant, id)
     return this.idempotent(ctx, tenant, op, id, req, async () => {
-      const start = this.turnStart(session, req, op === 'session/resume')
+      const start = turnStart(session, req, this.deps.providers, op === 'session/resume')
       return this.runTurn(session, start, ctx)
     }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
   }
@@ -337,68 +337,6 @@ export abstract class BaseSessionService implements SessionService {
       this.deps.logger.debug({ session_id: s.id }, 'evicting idle session from memory')
       this.forget(s.id)
     }
-  }
-
-  private configFor(tenant: string, req: CreateSession): SessionConfig {
-    const caps = this.deps.capabilities
-    if (req.compaction !== undefined && !caps.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
-    if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
-    const model = req.model ?? this.deps.providers.defaultModel()
-    this.deps.providers.resolve(model)
-    const names = new Set<string>()
-    const builtinNames = new Set((this.deps.builtinTools ?? []).map((t) => t.definition.name))
-    for (const [i, t] of (req.tools ?? []).entries()) {
-      if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
-      if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
-      names.add(t.name)
-    }
-    return {
-      tenant,
-      model,
-      system_prompt: req.system_prompt ?? '',
-      metadata: { ...(req.metadata ?? {}) },
-      memory: req.memory ?? false,
-      compaction: caps.session_compaction ? { ...this.deps.compactionDefaults, ...(req.compaction ?? {}) } : null,
-      tools: structuredClone(req.tools ?? []),
-      max_total_tokens: req.max_total_tokens ?? null,
-    }
-  }
-
-  /** Checks a turn request against the session's state; throws before anything is recorded. */
-  private turnStart(session: LiveSession, req: StartTurn, allowContinue = false): TurnStart {
-    if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
-    if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
-    const hasInput = req.input !== undefined
-    const hasResults = req.tool_results !== undefined
-    if (hasInput && hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
-    if (!hasInput && !hasResults && !allowContinue) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
-    const open = session.record.open_turn
-    if (!hasResults) {
-      if (open) {
-        const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
-        throw new BurrowError('SESSION_BUSY',
-          `Turn ${open.turn} is waiting for tool_results (${pending.join(', ')}); send them or interrupt the turn.`,
-          { pending_tool_call_ids: pending })
-      }
-      assertBudget(session)
-      this.deps.providers.resolve(session.record.config.model)
-      if (!hasInput) return { kind: 'continue', maxTokens: req.max_tokens }
-      const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!
-      return { kind: 'input', input, maxTokens: req.max_tokens }
-    }
-    if (!open || open.state !== 'requires_action') throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
-    const waiting = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id) && !open.results.some((r) => r.tool_use_id === c.id))
-    const ids = new Set(waiting.map((c) => c.id))
-    const seen = new Set<string>()
-    for (const [i, r] of req.tool_results!.entries()) {
-      if (!ids.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `'${r.tool_call_id}' is not a pending tool call (pending: ${[...ids].join(', ')})`)
-      if (seen.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `answers '${r.tool_call_id}' twice`)
-      seen.add(r.tool_call_id)
-    }
-    const missing = [...ids].filter((x) => !seen.has(x))
-    if (missing.length > 0) throw invalidRequest('body/tool_results', `must answer every pending tool call; missing: ${missing.join(', ')}`)
-    this.deps.providers.resolve(session.record.config.model)
-    return { kind: 'tool_results', results: req.tool_results!, maxTokens: req.max_tokens }
   }
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {

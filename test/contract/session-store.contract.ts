@@ -43,6 +43,7 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     // What a compaction commit looks like to a store: a new generation with fewer messages.
     r.messages = [{ role: 'user', content: [{ type: 'text', text: 'summary' }] }, ...r.messages.slice(-2)]
     r.message_seqs = [r.last_seq + 1, ...r.message_seqs.slice(-2)]
+    r.message_turns = [3, ...r.message_turns.slice(-2)]
     r.compactions = 1
     r.last_seq += 1
     const e = { seq: r.last_seq, session_id: log.id, turn: 3, type: 'compaction_completed' as const, at: new Date().toISOString(), data: { summary_tokens: 1, messages_before: 6, messages_after: 3, summary: 'summary', discarded_seq_range: [2, 8] as [number, number] } }
@@ -53,6 +54,7 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     const more = structuredClone(r)
     more.messages.push({ role: 'user', content: [{ type: 'text', text: 'next' }] })
     more.message_seqs.push(more.last_seq + 1)
+    more.message_turns.push(4)
     more.last_seq += 1
     await repo.commit([{ ...e, seq: more.last_seq, type: 'turn_started', data: { input: [{ type: 'text', text: 'next' }], continuation: false } } as any], more)
     t.same((await repo.sessions.get(log.id))!.messages, more.messages, 'appends after a rewrite')

@@ -1,0 +1,72 @@
+import { BurrowError, invalidRequest } from '../core/errors.js'
+import type { ProviderRegistry } from '../core/llm.js'
+import type { ContentBlock } from '../core/messages.js'
+import type { SessionConfig } from '../core/session-record.js'
+import type { CreateSession, StartTurn } from '../core/wire.js'
+import type { SessionServiceDeps } from './base-session-service.js'
+import type { LiveSession } from './live-session.js'
+import { assertBudget, type TurnStart } from './turn-runner.js'
+
+/** The configuration a session is created with: capability checks, defaults, tool names. */
+export function sessionConfig(tenant: string, req: CreateSession, deps: Pick<SessionServiceDeps, 'capabilities' | 'providers' | 'builtinTools' | 'compactionDefaults'>): SessionConfig {
+  const caps = deps.capabilities
+  if (req.compaction !== undefined && !caps.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+  if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+  const model = req.model ?? deps.providers.defaultModel()
+  deps.providers.resolve(model)
+  const names = new Set<string>()
+  const builtinNames = new Set((deps.builtinTools ?? []).map((t) => t.definition.name))
+  for (const [i, t] of (req.tools ?? []).entries()) {
+    if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
+    if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
+    names.add(t.name)
+  }
+  return {
+    tenant,
+    model,
+    system_prompt: req.system_prompt ?? '',
+    metadata: { ...(req.metadata ?? {}) },
+    memory: req.memory ?? false,
+    compaction: caps.session_compaction ? { ...deps.compactionDefaults, ...(req.compaction ?? {}) } : null,
+    tools: structuredClone(req.tools ?? []),
+    max_total_tokens: req.max_total_tokens ?? null,
+  }
+}
+
+/** Checks a turn request against the session's state; throws before anything is recorded. */
+export function turnStart(session: LiveSession, req: StartTurn, providers: ProviderRegistry, allowContinue = false): TurnStart {
+  if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
+  if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
+  const hasInput = req.input !== undefined
+  const hasResults = req.tool_results !== undefined
+  if (hasInput && hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
+  if (!hasInput && !hasResults && !allowContinue) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
+  const open = session.record.open_turn
+  if (!hasResults) {
+    if (open) {
+      const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
+      throw new BurrowError('SESSION_BUSY',
+        `Turn ${open.turn} is waiting for tool_results (${pending.join(', ')}); send them or interrupt the turn.`,
+        { pending_tool_call_ids: pending })
+    }
+    assertBudget(session)
+    providers.resolve(session.record.config.model)
+    if (!hasInput) return { kind: 'continue', maxTokens: req.max_tokens }
+    const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!
+    return { kind: 'input', input, maxTokens: req.max_tokens }
+  }
+  if (!open || open.state !== 'requires_action') throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
+  const waiting = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id) && !open.results.some((r) => r.tool_use_id === c.id))
+  const ids = new Set(waiting.map((c) => c.id))
+  const seen = new Set<string>()
+  for (const [i, r] of req.tool_results!.entries()) {
+    if (!ids.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `'${r.tool_call_id}' is not a pending tool call (pending: ${[...ids].join(', ')})`)
+    if (seen.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `answers '${r.tool_call_id}' twice`)
+    seen.add(r.tool_call_id)
+  }
+  const missing = [...ids].filter((x) => !seen.has(x))
+  if (missing.length > 0) throw invalidRequest('body/tool_results', `must answer every pending tool call; missing: ${missing.join(', ')}`)
+  providers.resolve(session.record.config.model)
+  return { kind: 'tool_results', results: req.tool_results!, maxTokens: req.max_tokens }
+}
+
