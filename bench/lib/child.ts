@@ -3,7 +3,7 @@ import { readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { ChildMessage, ServerStats } from './server.js'
+import type { ChildMessage, ServerStats, StartupTimings } from './server.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 export const REPO_ROOT = resolve(here, '..', '..')
@@ -11,6 +11,8 @@ export const REPO_ROOT = resolve(here, '..', '..')
 export interface ServerChild {
   url: string
   pid: number
+  /** The child's start-up milestones (ms since its process started), and fork() → 'ready' message as seen here. */
+  startup: Partial<StartupTimings> & { forkToReadyMs: number }
   /** The child's memory (after two full GCs when `gc`) and CPU time, as it reports them. */
   stats(gc: boolean): Promise<ServerStats>
   /** VmRSS of the child from /proc (bytes), or null off Linux. */
@@ -27,6 +29,7 @@ export interface ServerChild {
 export async function startServer(mode: 'burrow' | 'hello', env: Record<string, string> = {}): Promise<ServerChild> {
   const execArgv = ['--import', 'tsx', '--expose-gc']
   if (process.env.BENCH_CPU_PROF === '1') execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(REPO_ROOT, 'bench', '.profiles', mode)}`)
+  const forkedAt = performance.now()
   const child: ChildProcess = fork(join(here, 'server.ts'), [mode], {
     cwd: REPO_ROOT,
     execArgv,
@@ -34,18 +37,21 @@ export async function startServer(mode: 'burrow' | 'hello', env: Record<string, 
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
   const exited = new Promise<void>((res) => child.once('exit', () => res()))
+  let timings: Partial<StartupTimings> = {}
   const url = await new Promise<string>((res, rej) => {
     const onMsg = (m: ChildMessage) => {
-      if (m.type === 'ready') { child.off('message', onMsg); res(m.url) }
+      if (m.type === 'ready') { child.off('message', onMsg); timings = m.timings ?? {}; res(m.url) }
       if (m.type === 'error') rej(new Error(`bench server failed to start:\n${m.message}`))
     }
     child.on('message', onMsg)
     child.once('exit', (code) => rej(new Error(`bench server exited with ${code} before it was ready`)))
   })
+  const startup = { ...timings, forkToReadyMs: performance.now() - forkedAt }
   const pid = child.pid!
   return {
     url,
     pid,
+    startup,
     stats(gc) {
       return new Promise((res) => {
         const onMsg = (m: ChildMessage) => {

@@ -5,7 +5,7 @@
  *   argv[2] = 'burrow' — createBurrow(loadConfig(env)) with env from BENCH_SERVER_ENV (JSON)
  *   argv[2] = 'hello'  — a minimal fastify app: POST /hello → {"hello":"world"}
  *
- * IPC: sends {type:'ready', url} once listening; answers {type:'stats', gc} with
+ * IPC: sends {type:'ready', url, timings} once listening (timings: ms since the process started); answers {type:'stats', gc} with
  * {type:'stats', ...process.memoryUsage(), cpu} (after full GCs when asked);
  * {type:'stop'} closes the server and exits.
  */
@@ -21,13 +21,26 @@ export interface ServerStats {
   /** process.cpuUsage() of the server process, µs. */
   cpuUserUs: number; cpuSystemUs: number
 }
-export type ChildMessage = { type: 'ready'; url: string } | ({ type: 'stats' } & ServerStats) | { type: 'error'; message: string }
+/** Milestones of the child's start-up, in ms since its process started (performance.now()). */
+export interface StartupTimings {
+  /** This module's body starts: node, tsx and every static import are loaded. */
+  importedMs: number
+  /** createBurrow() resolved: config, service, store opened, recovery, projector started. */
+  createdMs: number
+  /** listen() resolved (the start-up log line is written then). */
+  listeningMs: number
+}
+export type ChildMessage = { type: 'ready'; url: string; timings?: StartupTimings } | ({ type: 'stats' } & ServerStats) | { type: 'error'; message: string }
 export type ParentMessage = { type: 'stats'; gc: boolean } | { type: 'stop' }
+
+const importedMs = performance.now()
+let createdMs = NaN
 
 async function start(mode: string): Promise<{ url: string; close: () => Promise<void> }> {
   if (mode === 'burrow') {
     const env = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>
     const burrow = await createBurrow(loadConfig(env), { logger: createLogger('silent'), defaultMetrics: false })
+    createdMs = performance.now()
     const url = await burrow.listen()
     return { url, close: () => burrow.close() }
   }
@@ -58,7 +71,7 @@ try {
     }
   })
   process.on('disconnect', () => process.exit(0))
-  send({ type: 'ready', url: server.url })
+  send({ type: 'ready', url: server.url, timings: { importedMs, createdMs, listeningMs: performance.now() } })
 } catch (err) {
   send({ type: 'error', message: err instanceof Error ? err.stack ?? err.message : String(err) })
   process.exit(1)
