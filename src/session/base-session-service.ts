@@ -84,8 +84,8 @@ export abstract class BaseSessionService implements SessionService {
   protected abstract commitFn(): CommitFn
   /** Finds a session not live in this process (undefined when it does not exist). */
   protected abstract loadRecord(id: string): Promise<SessionRecord | undefined>
-  /** Stored events of a session in `(after, upTo]`, for replays. */
-  protected abstract storedEvents(id: string, after: number, upTo: number): Promise<EventEnvelope[]>
+  /** Stored events of a session in `(after, upTo]` (at most `limit`), for replays. */
+  protected abstract storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]>
 
   abstract read(id: string, ctx: CallContext): Promise<SessionView>
   abstract list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>>
@@ -189,28 +189,31 @@ export abstract class BaseSessionService implements SessionService {
     }
     const session = await this.session(tenant, id)
     const sub = this.hub.subscribeSession(session.id)
-    if (opts.after !== undefined && opts.after < session.record.last_seq) {
-      sub.hold()
+    const after = opts.after
+    if (after !== undefined && after < session.record.last_seq) {
+      const load = (from: number, limit: number) => this.replayPage(session.id, from, limit)
       try {
-        const upTo = session.record.last_seq
-        // Older events come from the log (if any), the rest from the in-memory buffer.
-        const start = this.hub.bufferStart(session.id)
-        const replay = start === null || start > opts.after + 1
-          ? await this.storedEvents(session.id, opts.after, start === null ? upTo : start - 1)
-          : []
-        const from = replay.length > 0 ? replay[replay.length - 1]!.seq : opts.after
-        replay.push(...this.hub.buffered(session.id, from, upTo))
-        const first = replay[0]?.seq ?? upTo + 1
-        if (first > opts.after + 1) {
-          sub.control({ type: 'stream_truncated', session_id: session.id, data: { requested_after: opts.after, first_seq: first, reason: 'events_unavailable' } })
+        const first = await load(after, REPLAY_PAGE)
+        const firstSeq = first[0]?.seq ?? session.record.last_seq + 1
+        if (firstSeq > after + 1) {
+          sub.control({ type: 'stream_truncated', session_id: session.id, data: { requested_after: after, first_seq: firstSeq, reason: 'events_unavailable' } })
         }
-        sub.release(replay)
+        void sub.replay(load, first, REPLAY_PAGE)
       } catch (err) {
         sub.close()
         throw toBurrowError(err)
       }
     }
     return sub
+  }
+
+  /** Stored events after `from`: from the in-memory buffer when it reaches back that far, else the log. */
+  private async replayPage(id: string, from: number, limit: number): Promise<EventEnvelope[]> {
+    const start = this.hub.bufferStart(id)
+    if (start !== null && start <= from + 1) return this.hub.buffered(id, from).slice(0, limit)
+    const stored = await this.storedEvents(id, from, Infinity, limit)
+    if (stored.length > 0) return stored
+    return start === null ? [] : this.hub.buffered(id, from).slice(0, limit) // no log (ephemeral): what the buffer has
   }
 
   async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
@@ -379,6 +382,9 @@ export abstract class BaseSessionService implements SessionService {
     if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')
   }
 }
+
+/** Events read from the log per replay page. */
+const REPLAY_PAGE = 500
 
 /** Keys are scoped by tenant and session, so clients cannot collide across either. */
 export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {

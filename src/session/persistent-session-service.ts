@@ -37,7 +37,7 @@ export class PersistentSessionService extends BaseSessionService {
 
   protected commitFn(): CommitFn { return this.commit }
   protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
-  protected storedEvents(id: string, after: number, upTo: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo) }
+  protected storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo, limit) }
 
   /**
    * Closes every turn a previous process left running: synthetic results for its open

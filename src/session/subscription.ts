@@ -13,8 +13,12 @@ export class Subscription implements EventSubscription {
   private wakeScheduled = false
   private ended = false
   private closing = false
-  /** Events published while a replay is loading; released after it (see `hold`). */
+  /** Live events published while a replay runs; merged after it (see `replay`). */
   private held: EventEnvelope[] | null = null
+  /** Too many live events arrived during a replay: they are read from the log instead. */
+  private heldOverflow = false
+  /** Resolves the replay loop's wait for the reader to take what was queued. */
+  private drainWaiter: (() => void) | null = null
   private lastSeq = 0
   private endCallbacks: Array<() => void> = []
   /** Push mode (see attach): the writer, whether it is paused, and who to tell at the end. */
@@ -33,7 +37,13 @@ export class Subscription implements EventSubscription {
   /** Delivers a live event; returns false once the subscription is closed. */
   push(event: EventEnvelope): boolean {
     if (this.closing || this.ended) return false
-    if (this.held) { this.held.push(event); return true }
+    if (this.held) {
+      // While replaying: keep live stored events (bounded; past the bound they are re-read from the log).
+      if (event.type === 'text_delta') return true
+      if (this.held.length < this.limit) this.held.push(event)
+      else this.heldOverflow = true
+      return true
+    }
     if (event.type !== 'text_delta' && this.sessionId !== null) {
       if (event.seq <= this.lastSeq) return true // already replayed: no duplicate at the seam
       this.lastSeq = event.seq
@@ -57,15 +67,54 @@ export class Subscription implements EventSubscription {
     this.enqueue({ kind: 'control', control: c })
   }
 
-  /** Starts buffering live events while older ones are loaded from the log. */
-  hold(): void { this.held = [] }
+  /**
+   * Replays stored events after `after`, a page at a time as the reader takes them (so a
+   * long replay is never held against the live queue's limit), then merges the live events
+   * that arrived meanwhile and goes live — no gap, no duplicate at the seam. `first` is the
+   * first page, already loaded by the caller.
+   */
+  replay(load: (after: number, limit: number) => Promise<EventEnvelope[]>, first: readonly EventEnvelope[], pageSize: number): Promise<void> {
+    this.held = []
+    return this.runReplay(load, first, pageSize).catch(() => this.close())
+  }
 
-  /** Emits `replayed` (ascending seq), then what arrived meanwhile, skipping duplicates. */
-  release(replayed: readonly EventEnvelope[]): void {
-    const held = this.held ?? []
-    this.held = null
-    for (const e of replayed) this.push(e)
-    for (const e of held) this.push(e)
+  private async runReplay(load: (after: number, limit: number) => Promise<EventEnvelope[]>, first: readonly EventEnvelope[], pageSize: number): Promise<void> {
+    let page = first
+    for (;;) {
+      for (const e of page) {
+        if (e.seq <= this.lastSeq) continue
+        this.lastSeq = e.seq
+        this.enqueue({ kind: 'event', event: e })
+      }
+      await this.drained()
+      if (this.ended || this.closing) return
+      if (page.length >= pageSize) { page = await load(this.lastSeq, pageSize); continue }
+      // Caught up with the log as it was read: the live events held meanwhile follow.
+      const held = (this.held ?? []).filter((e) => e.seq > this.lastSeq)
+      if (this.heldOverflow || (held.length > 0 && held[0]!.seq !== this.lastSeq + 1)) {
+        this.held = held
+        this.heldOverflow = false
+        page = await load(this.lastSeq, pageSize)
+        if (page.length > 0) continue
+      }
+      this.held = null
+      for (const e of held) this.push(e)
+      return
+    }
+  }
+
+  /** Resolves when everything queued has been handed to the reader (and a paused writer resumed). */
+  private drained(): Promise<void> {
+    if (this.ended || this.closing || (this.queue.length === 0 && !this.paused)) return Promise.resolve()
+    return new Promise((resolve) => { this.drainWaiter = resolve })
+  }
+
+  private checkDrained(): void {
+    if (this.drainWaiter && this.queue.length === 0 && !this.paused) {
+      const w = this.drainWaiter
+      this.drainWaiter = null
+      w()
+    }
   }
 
   /** Sends a final control frame, then ends the iteration once it is taken. */
@@ -90,6 +139,9 @@ export class Subscription implements EventSubscription {
     this.ended = true
     this.queue = []
     this.onClose(this)
+    const d = this.drainWaiter
+    this.drainWaiter = null
+    d?.()
     const w = this.waiter
     this.waiter = null
     w?.({ value: undefined, done: true })
@@ -102,15 +154,18 @@ export class Subscription implements EventSubscription {
     this.writer = write
     this.onDone = onDone
     if (this.queue.length > 0 || this.closing) this.flush()
-    return { resume: () => { this.paused = false; this.flush() } }
+    return { resume: () => { this.paused = false; this.flush(); this.checkDrained() } }
   }
 
   /** Push mode: hands everything queued to the writer; ends after a final frame. */
   private flush(): void {
     if (this.ended || !this.writer) return
     if (this.queue.length > 0 && !this.paused) {
-      const ok = this.writer(this.takeAll())
+      const batch = this.queue
+      this.queue = []
+      const ok = this.writer(batch)
       if (!ok) this.paused = true
+      else this.checkDrained()
     }
     if (this.closing && this.queue.length === 0) this.close()
   }
@@ -139,6 +194,7 @@ export class Subscription implements EventSubscription {
   private takeAll(): StreamFrame[] {
     const batch = this.queue
     this.queue = []
+    queueMicrotask(() => this.checkDrained())
     return batch
   }
 

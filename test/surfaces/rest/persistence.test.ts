@@ -162,6 +162,19 @@ t.test('a replay that runs while turns append is gapless and duplicate-free', as
   t.ok(frames.every((f, i) => f.data.seq === i + 1), `seqs 1..${last} exactly once, in order`)
 })
 
+t.test('a replay far longer than the live queue is delivered whole, at the reader\'s pace', async (t) => {
+  const h = await startBurrow({ ...LMDB, BURROW_SSE_QUEUE_LIMIT: '16', BURROW_EVENT_BUFFER: '8', BURROW_DURABILITY: 'relaxed' })
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  for (let i = 0; i < 400; i++) await h.api.turn(id, { input: `turn ${i}` })
+  const last = (await h.api.get(`/v1/sessions/${id}`)).body.last_seq
+  const s = await h.api.sse(`/v1/sessions/${id}/events?after=0`)
+  const frames = (await s.until((f) => f.data.seq === last && !!f.id, 20_000)).filter((f) => f.id)
+  s.close()
+  t.equal(frames.length, last, `${last} events, with a live queue of 16`)
+  t.ok(frames.every((f, i) => f.data.seq === i + 1))
+})
+
 t.test('projection: files match the log, rebuild is byte-identical', async (t) => {
   const h = await startBurrow(LMDB, { fake: true })
   t.teardown(() => h.close())
