@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource, type Posting } from './bm25.js'
-import { CANDIDATES, cosine, rank, type Ranked } from './memory-ranking.js'
+import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { tokenize } from './text-features.js'
 
 interface Tenant {
@@ -61,8 +61,9 @@ export class BruteForceMemoryStore implements MemoryStore {
       vector = [...t.vectors].filter(([l]) => accept(l)).map(([label, vec]) => ({ label, score: cosine(v!, vec) }))
         .sort((a, b) => b.score - a.score || a.label - b.label).slice(0, Math.max(CANDIDATES, q.limit))
     }
-    const keyword = mode === 'vector' ? [] : bm25(this.source(t), tokenize(q.text), Math.max(CANDIDATES, q.limit), accept)
-    return rank(mode, vector, keyword, q.limit).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
+    const source = this.source(t)
+    const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), Math.max(CANDIDATES, q.limit), accept)
+    return rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
   }
 
   /** Exact nearest neighbours of a vector (the baseline the HNSW index is measured against). */

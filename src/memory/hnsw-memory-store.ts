@@ -7,7 +7,7 @@ import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMem
 import { bm25, termFrequencies, type KeywordSource } from './bm25.js'
 import { DEFAULT_HNSW, TenantIndex, removeSavedIndexes, type HnswParams } from './hnsw-index.js'
 import { fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
-import { CANDIDATES, cosine, rank, type Ranked } from './memory-ranking.js'
+import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { tokenize } from './text-features.js'
 
 export interface HnswMemoryOptions {
@@ -111,9 +111,10 @@ export class HnswMemoryStore implements MemoryStore {
       const [v] = await this.opts.embedder.embed([q.text])
       vector = q.sessionId ? this.exact(q.tenant, q.sessionId, v!, want) : this.indexFor(q.tenant).search(v!, want)
     }
-    const keyword = mode === 'vector' ? [] : bm25(this.keywordSource(q.tenant, stats), tokenize(q.text), want, accept)
+    const source = this.keywordSource(q.tenant, stats)
+    const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), want, accept)
     const hits: MemoryHit[] = []
-    for (const r of rank(mode, vector, keyword, q.limit)) {
+    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined)) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }

@@ -134,3 +134,22 @@ const IRREGULAR: ReadonlyMap<string, string> = new Map((
   const [form, base] = pair.split(':') as [string, string]
   return [form, stripSuffixes(base)]
 }))
+
+/**
+ * The terms a query means literally: identifiers and alphanumeric tokens that carry a digit
+ * (ticket ids, versions, hosts, commit hashes, amounts) and capitalised words past the first
+ * (names). Passages holding all of them are the exact matches hybrid search puts first.
+ */
+export function exactTerms(text: string): string[] {
+  const out = new Set<string>()
+  for (const t of analyze(text)) {
+    if ((t.kind === 'identifier' || t.kind === 'word') && /\d/.test(t.text) && t.text.replace(/[^\p{L}\p{N}]/gu, '').length >= 3) out.add(t.text)
+  }
+  const words = normalize(text).match(/[\p{L}\p{N}'-]+/gu) ?? []
+  words.forEach((w, i) => {
+    if (i === 0 || !/^\p{Lu}\p{Ll}+$/u.test(w)) return
+    const lower = w.toLowerCase()
+    if (!STOPWORDS.has(lower)) out.add(stem(lower))
+  })
+  return [...out]
+}
