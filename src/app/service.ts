@@ -117,6 +117,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
     onDelete: (id) => projector.remove(id),
   })
   service = persistent
+  projector.peek = (id) => persistent.liveRecord(id)
   await persistent.recover()
   await projector.start()
   const sweep = setInterval(() => {

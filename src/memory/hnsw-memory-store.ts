@@ -43,7 +43,7 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
-    const store = new HnswMemoryStore(openMemoryDb(opts.dataDir), opts)
+    const store = new HnswMemoryStore(openMemoryDb(opts.dataDir, opts.durability), opts)
     await store.checkEmbedder()
     return store
   }

@@ -27,10 +27,10 @@ export interface MemoryDb {
   tombstones: Database<number, [string, number]>
 }
 
-export function openMemoryDb(dataDir: string): MemoryDb {
+export function openMemoryDb(dataDir: string, durability: 'fsync' | 'relaxed' = 'fsync'): MemoryDb {
   const dir = join(dataDir, 'memory')
   mkdirSync(dir, { recursive: true })
-  const root = open({ path: join(dir, 'lmdb'), maxDbs: 12, noMemInit: true })
+  const root = open({ path: join(dir, 'lmdb'), maxDbs: 12, noMemInit: true, ...(durability === 'relaxed' ? { noSync: true } : {}) })
   return {
     root,
     meta: root.openDB({ name: 'meta' }),

@@ -58,6 +58,12 @@ export class PersistentSessionService extends BaseSessionService {
     return n
   }
 
+  /** A session's record if it is live in this process (for the projector), without loading it. */
+  liveRecord(id: string): SessionRecord | undefined {
+    const s = this.live.get(id)
+    return s && !s.broken ? s.record : undefined
+  }
+
   async read(id: string, ctx: CallContext): Promise<SessionView> {
     const tenant = this.authenticate(ctx)
     const s = await this.session(tenant, id)

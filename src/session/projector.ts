@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import type { Logger } from '../core/logger.js'
 import type { SessionRepository } from '../core/stores.js'
 import { toView } from '../core/views.js'
+import type { SessionRecord } from '../core/session-record.js'
 import { renderEvent } from './transcript.js'
 
 /**
@@ -17,9 +18,16 @@ export class Projector {
   private timer: NodeJS.Timeout | null = null
   private working: Promise<void> | null = null
   private closed = false
+  private forcing = false
+  /** When each session may be projected again: a busy session waits `minIntervalMs`, or 20× its last projection's time. */
+  private readonly nextAt = new Map<string, number>()
   private readonly root: string
 
-  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger, private readonly debounceMs = 50) {
+  /** The live record of a session, when the service has it in memory (saves loading it from the store). */
+  peek: (id: string) => SessionRecord | undefined = () => undefined
+
+  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger,
+    private readonly debounceMs = 100, private readonly minIntervalMs = 1000) {
     this.root = join(dataDir, 'sessions')
   }
 
@@ -37,16 +45,22 @@ export class Projector {
 
   /** Resolves when every session marked so far is projected. */
   async idle(): Promise<void> {
-    for (;;) {
-      if (this.timer) { clearTimeout(this.timer); this.timer = null }
-      if (this.dirty.size > 0 && !this.working) this.kick()
-      if (!this.working) return
-      await this.working
+    this.forcing = true
+    try {
+      for (;;) {
+        if (this.timer) { clearTimeout(this.timer); this.timer = null }
+        if (this.dirty.size > 0 && !this.working) this.kick()
+        if (!this.working) return
+        await this.working
+      }
+    } finally {
+      this.forcing = false
     }
   }
 
   async remove(sessionId: string): Promise<void> {
     this.dirty.delete(sessionId)
+    this.nextAt.delete(sessionId)
     await this.working
     await rm(join(this.root, sessionId), { recursive: true, force: true })
   }
@@ -67,7 +81,7 @@ export class Projector {
   }
 
   private schedule(): void {
-    if (this.timer || this.working || this.dirty.size === 0) return
+    if (this.timer || this.working || this.dirty.size === 0 || this.closed) return
     this.timer = setTimeout(() => { this.timer = null; this.kick() }, this.debounceMs)
     this.timer.unref()
   }
@@ -78,33 +92,48 @@ export class Projector {
   }
 
   private async drain(): Promise<void> {
+    const later: string[] = []
     while (this.dirty.size > 0) {
       const id = this.dirty.values().next().value as string
       this.dirty.delete(id)
+      // Files are rewritten whole, so a busy session is projected at most once per interval, and a long one
+      // (whose files take longer to write) less often: the projection stays a small, bounded share of the CPU.
+      if (!this.forcing && Date.now() < (this.nextAt.get(id) ?? 0)) { later.push(id); continue }
       try {
+        const t0 = performance.now()
         await this.project(id)
+        const took = performance.now() - t0
+        this.nextAt.set(id, Date.now() + Math.max(this.minIntervalMs, 20 * took))
+        if (this.nextAt.size > 10_000) this.nextAt.delete(this.nextAt.keys().next().value as string)
+        // A duty cycle for the worker as a whole: under load the projection falls behind (it is
+        // asynchronous by design) rather than taking more than about a tenth of the process.
+        if (!this.forcing) await new Promise<void>((r) => setTimeout(r, 9 * took).unref())
       } catch (err) {
         this.logger.error({ err, session_id: id }, 'projection failed; will retry on the next commit')
       }
     }
+    for (const id of later) this.dirty.add(id)
   }
 
   private async project(id: string): Promise<void> {
-    const record = await this.repo.sessions.get(id)
+    const record = this.peek(id) ?? await this.repo.sessions.get(id)
     const dir = join(this.root, id)
     if (!record) { await rm(dir, { recursive: true, force: true }); return }
+    // Taken now, in one synchronous step: a live record keeps changing while the files are written.
+    const lastSeq = record.last_seq
+    const json = `${JSON.stringify(toView(record, false), null, 2)}\n`
     let from = await this.repo.projection.checkpoint(id)
-    if (from >= record.last_seq) { await this.repo.projection.projected(id, record.last_seq); return }
+    if (from >= lastSeq) { await this.repo.projection.projected(id, lastSeq); return }
     const transcriptPath = join(dir, 'transcript.md')
     let transcript = ''
     if (from > 0) {
       try { transcript = await readFile(transcriptPath, 'utf8') } catch { from = 0 } // missing file: start over
     }
     await mkdir(dir, { recursive: true })
-    for (const e of await this.repo.events.readAfter(id, from, record.last_seq)) transcript += renderEvent(e)
+    for (const e of await this.repo.events.readAfter(id, from, lastSeq)) transcript += renderEvent(e)
     await atomicWrite(transcriptPath, transcript)
-    await atomicWrite(join(dir, 'session.json'), `${JSON.stringify(toView(record, false), null, 2)}\n`)
-    await this.repo.projection.projected(id, record.last_seq)
+    await atomicWrite(join(dir, 'session.json'), json)
+    await this.repo.projection.projected(id, lastSeq)
   }
 }
 

@@ -91,8 +91,15 @@ export class TurnRunner {
         },
       }]
       for (const u of uses) events.push({ type: 'tool_call', data: { id: u.id, name: u.name, input: u.input, executor: clientIds.includes(u.id) ? 'client' : 'server' } })
+      // A final answer is committed together with the turn's end: one write instead of two.
+      if (uses.length === 0) return this.complete(session, turn, firstSeq, turnFirstSeq, resp.stopReason, events, resp)
+      const clientOnly = clientIds.length === uses.length
+      if (clientOnly) {
+        const calls: ToolCall[] = uses.map((u) => ({ id: u.id, name: u.name, input: u.input }))
+        await session.emit(turn, [...events, { type: 'turn_requires_action', data: { tool_calls: calls } }])
+        return this.result(session, turn, firstSeq, turnFirstSeq, 'requires_action', resp.stopReason, calls)
+      }
       await session.emit(turn, events)
-      if (uses.length === 0) return this.complete(session, turn, firstSeq, turnFirstSeq, resp.stopReason)
 
       for (const u of uses) {
         if (clientIds.includes(u.id)) continue
@@ -154,10 +161,13 @@ export class TurnRunner {
     }
   }
 
-  private async complete(session: LiveSession, turn: number, firstSeq: number, turnFirstSeq: number, stopReason: string): Promise<TurnResult> {
+  /** Ends the turn; `before` (the final assistant message) is committed in the same batch. */
+  private async complete(session: LiveSession, turn: number, firstSeq: number, turnFirstSeq: number, stopReason: string,
+    before: PendingEvent[] = [], last?: LlmResponse): Promise<TurnResult> {
     const usage = turnUsage(session, turn)
-    const outputText = outputTextSince(session, turnFirstSeq)
-    await session.emit(turn, [{ type: 'turn_completed', data: { output_text: outputText, usage: { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }, stop_reason: stopReason } }])
+    const parts = [outputTextSince(session, turnFirstSeq), last ? textOf(last.content) : ''].filter(Boolean)
+    const total = { input_tokens: usage.input_tokens + (last?.usage.input_tokens ?? 0), output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0) }
+    await session.emit(turn, [...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason } }])
     return this.result(session, turn, firstSeq, turnFirstSeq, 'completed', stopReason, [])
   }
 

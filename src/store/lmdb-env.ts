@@ -2,15 +2,19 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
 
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
 
 /** The named databases of Burrow's LMDB environment (keys are ordered-binary, values msgpack). */
 export interface BurrowDbs {
   meta: Database<unknown, string>
   /** [session_id, seq] → event envelope */
   events: Database<unknown, [string, number]>
-  /** session_id → snapshot head (the record without its long lists) */
+  /** session_id → snapshot head (the record without its configuration, notes and long lists) */
   heads: Database<unknown, string>
+  /** session_id → configuration (written once, at creation) */
+  configs: Database<unknown, string>
+  /** session_id → session notes (written when they change) */
+  notes: Database<unknown, string>
   /** [session_id, index] → { m: message, s: seq } */
   messages: Database<unknown, [string, number]>
   /** [session_id, turn] → token totals of the turn */
@@ -42,12 +46,14 @@ export class SchemaMismatchError extends Error {}
  * process lock (see DataDirLock). Opening does not read sessions: start-up cost does
  * not grow with them.
  */
-export async function openLmdbEnv(dataDir: string): Promise<LmdbEnv> {
+export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxed' = 'fsync'): Promise<LmdbEnv> {
   mkdirSync(dataDir, { recursive: true })
-  const root: RootDatabase = open({ path: join(dataDir, 'lmdb'), maxDbs: 16, noMemInit: true })
+  // relaxed: no fsync at all — a commit is in the OS's page cache, which survives the process
+  // (kill -9) but not a power loss; fsync: every acknowledged commit is flushed first.
+  const root: RootDatabase = open({ path: join(dataDir, 'lmdb'), maxDbs: 20, noMemInit: true, ...(durability === 'relaxed' ? { noSync: true } : {}) })
   const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name })
   const dbs: BurrowDbs = {
-    meta: db('meta'), events: db('events'), heads: db('heads'), messages: db('messages'), turnUsage: db('turn_usage'),
+    meta: db('meta'), events: db('events'), heads: db('heads'), configs: db('configs'), notes: db('notes'), messages: db('messages'), turnUsage: db('turn_usage'),
     byTenant: db('by_tenant'), byStatus: db('by_status'), running: db('running'), checkpoints: db('projection_checkpoints'),
     pending: db('projection_pending'), idempotency: db('idempotency'),
   }
