@@ -57,10 +57,15 @@ export interface SessionRepository {
   readonly projection: ProjectionState
   /**
    * Appends `events` (consecutive seqs following the stored last seq) and writes the
-   * snapshot they produced, in one transaction; durable per the configured
-   * durability when the promise resolves. Throws, writing nothing, on a seq gap.
+   * snapshot they produced, in one transaction; resolves once committed (visible, and
+   * surviving the process). Throws, writing nothing, on a seq gap.
    */
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
+  /**
+   * Resolves once every commit so far is on disk (fsync durability); absent when commits
+   * are not flushed separately. Acknowledgements wait for it; work in between does not.
+   */
+  flushed?(): Promise<void>
   /** Purges a session's events, snapshot, indexes, idempotency records and checkpoint. */
   deleteSession(sessionId: string, tenant: string): Promise<void>
   close(): Promise<void>

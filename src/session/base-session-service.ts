@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid'
-import { BurrowError, invalidRequest, toBurrowError } from '../core/errors.js'
+import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import { isSessionId } from '../core/ids.js'
 import type { ProviderRegistry } from '../core/llm.js'
@@ -24,6 +24,7 @@ import type { CompactionController } from './compaction-controller.js'
 import { closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
 import { sessionConfig, turnStart } from './turn-requests.js'
+import { addMemory, searchMemory } from './memory-ops.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
 
@@ -84,6 +85,8 @@ export abstract class BaseSessionService implements SessionService {
   protected abstract commitFn(): CommitFn
   /** Finds a session not live in this process (undefined when it does not exist). */
   protected abstract loadRecord(id: string): Promise<SessionRecord | undefined>
+  /** Resolves once every commit so far is durable; undefined when commits need no separate flush. */
+  protected durableFn(): (() => Promise<void>) | undefined { return undefined }
   /** Stored events of a session in `(after, upTo]` (at most `limit`), for replays. */
   protected abstract storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]>
 
@@ -119,6 +122,7 @@ export abstract class BaseSessionService implements SessionService {
       }
       const created = applyEvent(undefined, event)
       await this.commitFn()([event], created)
+      await this.durableFn()?.()
       this.adopt(created)
       this.hub.publish(event)
       return toCreated(created)
@@ -151,6 +155,7 @@ export abstract class BaseSessionService implements SessionService {
     const open = session.record.open_turn
     if (open) {
       await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
+      await this.settle(session)
       return { session_id: id, interrupted: true, turn: open.turn }
     }
     return { session_id: id, interrupted: false, turn: null }
@@ -170,7 +175,9 @@ export abstract class BaseSessionService implements SessionService {
       const done = controller.run(session, session.record.turn_count, cfg, cancel, true)
       session.running = { turn: session.record.turn_count, controller: cancel, done }
       try {
-        return await done
+        const outcome = await done
+        await this.settle(session)
+        return outcome
       } finally {
         session.running = null
       }
@@ -188,23 +195,11 @@ export abstract class BaseSessionService implements SessionService {
       return sub
     }
     const session = await this.session(tenant, id)
-    const sub = this.hub.subscribeSession(session.id)
-    const after = opts.after
-    if (after !== undefined && after < session.record.last_seq) {
-      const load = (from: number, limit: number) => this.replayPage(session.id, from, limit)
-      try {
-        const first = await load(after, REPLAY_PAGE)
-        const firstSeq = first[0]?.seq ?? session.record.last_seq + 1
-        if (firstSeq > after + 1) {
-          sub.control({ type: 'stream_truncated', session_id: session.id, data: { requested_after: after, first_seq: firstSeq, reason: 'events_unavailable' } })
-        }
-        void sub.replay(load, first, REPLAY_PAGE)
-      } catch (err) {
-        sub.close()
-        throw toBurrowError(err)
-      }
+    try {
+      return await this.hub.subscribeSession(session.id, opts.after, session.record.last_seq, (from, limit) => this.replayPage(session.id, from, limit))
+    } catch (err) {
+      throw toBurrowError(err)
     }
-    return sub
   }
 
   /** Stored events after `from`: from the in-memory buffer when it reaches back that far, else the log. */
@@ -218,27 +213,18 @@ export abstract class BaseSessionService implements SessionService {
 
   async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
     const tenant = this.authenticate(ctx)
-    const store = this.deps.memory
-    if (!store || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
-    const scope = q.scope ?? 'tenant'
-    if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
-    // A session id narrows the search to that session; it must be one of the caller's.
-    if (q.session_id) await this.session(tenant, q.session_id)
-    const hits = await store.search({ tenant, text: q.q, limit: q.limit ?? 5, ...(q.session_id ? { sessionId: q.session_id } : {}) })
-    return { results: hits.map((h) => ({ content: h.entry.content, score: h.score, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq })) }
+    return searchMemory(this.memoryStore(), tenant, q, (id) => this.session(tenant, id))
   }
 
   async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
     const tenant = this.authenticate(ctx)
-    const store = this.deps.memory
-    if (!store || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
-    return this.idempotent(ctx, tenant, 'memory/add', null, entries, async () => {
-      for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await this.session(tenant, sid)
-      const added = await store.add(entries.map((e) => ({
-        tenant, content: e.content, session_id: e.session_id ?? null, turn: null, seq: null, ...(e.metadata ? { metadata: e.metadata } : {}),
-      })))
-      return { ids: added.map((a) => a.id) }
-    })
+    const store = this.memoryStore()
+    return this.idempotent(ctx, tenant, 'memory/add', null, entries, () => addMemory(store, tenant, entries, (id) => this.session(tenant, id)))
+  }
+
+  private memoryStore(): MemoryStore {
+    if (!this.deps.memory || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+    return this.deps.memory
   }
 
   async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {
@@ -252,6 +238,7 @@ export abstract class BaseSessionService implements SessionService {
     const s = await this.session(tenant, id)
     if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
     await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
+    await this.settle(s)
     return { ...s.record.notes.find((n) => n.key === key)! }
   }
 
@@ -259,7 +246,9 @@ export abstract class BaseSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     const s = await this.session(tenant, id)
     if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
-    return notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+    const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+    await this.settle(s)
+    return deleted
   }
 
   /** Records that memory indexed `entries` passages of a session (if it still exists). */
@@ -318,7 +307,7 @@ export abstract class BaseSessionService implements SessionService {
   /** Makes a record live in this process. */
   protected adopt(record: SessionRecord): LiveSession {
     const id = record.session_id
-    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e), () => this.hub.hasListeners(id))
+    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e), () => this.hub.hasListeners(id), this.durableFn())
     this.live.set(record.session_id, s)
     this.hub.open(record.session_id, record.config.tenant)
     this.evictIdle()
@@ -351,10 +340,12 @@ export abstract class BaseSessionService implements SessionService {
     session.running = { turn, controller, done }
     try {
       const result = await done
+      await this.settle(session) // acknowledged only once durable
       this.deps.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
       return result
     } catch (err) {
       this.deps.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
+      await this.settle(session)
       throw err
     } finally {
       session.running = null
@@ -378,13 +369,20 @@ export abstract class BaseSessionService implements SessionService {
     return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
   }
 
+  /** Waits until the session's committed events are durable (an acknowledgement); INTERNAL if they cannot be. */
+  protected async settle(session: LiveSession): Promise<void> {
+    try {
+      await session.settled()
+    } catch (err) {
+      this.deps.logger.error({ err, session_id: session.id }, 'events could not be made durable')
+      throw new BurrowError('INTERNAL')
+    }
+  }
+
   protected refuseWhenShuttingDown(): void {
     if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')
   }
 }
-
-/** Events read from the log per replay page. */
-const REPLAY_PAGE = 500
 
 /** Keys are scoped by tenant and session, so clients cannot collide across either. */
 export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {

@@ -27,6 +27,9 @@ class RecentEvents {
 
 interface Channel { tenant: string; recent: RecentEvents; subs: Set<Subscription> }
 
+/** Events read from the log per replay page. */
+const REPLAY_PAGE = 500
+
 /**
  * Fan-out of events to subscribers, per session and per tenant, plus a bounded
  * per-session replay buffer. Publishing is synchronous and never waits on a reader.
@@ -70,12 +73,29 @@ export class EventHub {
     return this.channels.get(sessionId)?.recent.firstSeq() ?? null
   }
 
-  /** A live subscription to one session, registered synchronously (no event can slip between). */
-  subscribeSession(sessionId: string): Subscription {
+  /**
+   * A subscription to one session: registered for live events first (so none can slip
+   * between), then — when `after` is given and behind `lastSeq` — replaying stored events
+   * page by page, with `stream_truncated` first if the replay cannot start at `after + 1`.
+   */
+  async subscribeSession(sessionId: string, after: number | undefined, lastSeq: number,
+    load: (from: number, limit: number) => Promise<EventEnvelope[]>): Promise<Subscription> {
     const ch = this.channels.get(sessionId)
     if (!ch) throw new Error(`no channel for ${sessionId}`)
     const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId, this.scheduleWake)
     ch.subs.add(sub)
+    if (after === undefined || after >= lastSeq) return sub
+    try {
+      const first = await load(after, REPLAY_PAGE)
+      const firstSeq = first[0]?.seq ?? lastSeq + 1
+      if (firstSeq > after + 1) {
+        sub.control({ type: 'stream_truncated', session_id: sessionId, data: { requested_after: after, first_seq: firstSeq, reason: 'events_unavailable' } })
+      }
+      void sub.replay(load, first, REPLAY_PAGE)
+    } catch (err) {
+      sub.close()
+      throw err
+    }
     return sub
   }
 

@@ -25,6 +25,12 @@ export class LiveSession {
   broken = false
   private tail: Promise<unknown> = Promise.resolve()
   private inFlight = 0
+  /**
+   * Publication of events that are committed but not yet durable (fsync durability):
+   * everything published goes through this one chain, so subscribers see events in order
+   * and only once they are on disk, while the turn itself goes on.
+   */
+  private gate: Promise<void> | null = null
 
   constructor(
     public record: SessionRecord,
@@ -32,6 +38,8 @@ export class LiveSession {
     private readonly publish: (e: EventEnvelope) => void,
     /** Whether anyone (a subscriber of this session or its tenant) is listening right now. */
     private readonly listened: () => boolean = () => true,
+    /** Resolves once every commit so far is durable; absent when a commit is as durable as it gets. */
+    private readonly durable?: () => Promise<void>,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -41,7 +49,9 @@ export class LiveSession {
   /**
    * Commits events in order (applied to the record, persisted, then published —
    * a subscriber never sees an event that is not durable). Calls are serialised.
-   * Returns synchronously when there is nothing to wait for (no store, nothing queued).
+   * Resolves once the batch is committed (synchronously when there is nothing to wait
+   * for); `settled()` waits until it is also durable and published — what an
+   * acknowledgement to the client must wait for.
    */
   emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
     // Usually nothing is in flight and the batch starts at once; otherwise it queues behind.
@@ -58,7 +68,20 @@ export class LiveSession {
     const e: EventEnvelope<'text_delta'> = {
       seq: this.record.last_seq, session_id: this.id, turn, type: 'text_delta', at: this.now().toISOString(), data: { text },
     }
-    this.deliver(e)
+    if (this.gate) this.chain(() => this.deliver(e))
+    else this.deliver(e)
+  }
+
+  /** Resolves when every committed event is durable and published; rejects if a flush failed. */
+  async settled(): Promise<void> {
+    while (this.gate) await this.gate
+    if (this.broken) throw new Error(`session ${this.id}: a commit could not be made durable`)
+  }
+
+  private chain(step: () => void | Promise<void>): void {
+    const next: Promise<void> = (this.gate ?? Promise.resolve()).then(step).catch(() => { this.broken = true })
+    this.gate = next
+    void next.then(() => { if (this.gate === next) this.gate = null })
   }
 
   private emitNow(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
@@ -84,7 +107,16 @@ export class LiveSession {
 
   private committed(out: EventEnvelope[]): EventEnvelope[] {
     this.lastActive = Date.now()
-    for (const e of out) this.deliver(e)
+    if (!this.durable) {
+      for (const e of out) this.deliver(e)
+      return out
+    }
+    // Waiting for the flush starts now (it covers this commit); publication follows it, in order.
+    const flushed = this.durable()
+    this.chain(async () => {
+      await flushed
+      for (const e of out) this.deliver(e)
+    })
     return out
   }
 

@@ -36,6 +36,7 @@ export class PersistentSessionService extends BaseSessionService {
   }
 
   protected commitFn(): CommitFn { return this.commit }
+  protected override durableFn(): (() => Promise<void>) | undefined { return this.repo.flushed }
   protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
   protected storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo, limit) }
 
@@ -84,6 +85,7 @@ export class PersistentSessionService extends BaseSessionService {
       // A paused turn is closed first: an archived session never keeps a dangling tool call.
       await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
       await s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+      await this.settle(s)
     })
   }
 

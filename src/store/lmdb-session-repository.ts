@@ -25,8 +25,9 @@ const KNOWN_MAX = 50_000
  * Sessions on LMDB. One commit = one child transaction: the events, the snapshot's
  * head, the messages and turn usage that changed, the list indexes, the running-turn
  * index and the projection's pending mark — all or nothing. Commits from concurrent
- * sessions share lmdb-js's batched write transaction (group commit); with `fsync`
- * durability a commit resolves only once the batch is flushed to disk.
+ * sessions share lmdb-js's batched write transaction (group commit). A commit resolves once
+ * committed; with `fsync` durability `flushed()` then resolves once it is on disk, which is
+ * what the service waits for before it acknowledges anything or publishes the events.
  */
 export class LmdbSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
@@ -147,7 +148,6 @@ export class LmdbSessionRepository implements SessionRepository {
       throw err
     })
     this.remember(sid, next)
-    if (this.durability === 'fsync') await this.env.flushed()
   }
 
   private read(sid: string): Known | undefined {
@@ -202,6 +202,11 @@ export class LmdbSessionRepository implements SessionRepository {
     this.known.delete(sessionId)
     await this.idempotency.deletePrefix(`${tenant}\u0000${sessionId}\u0000`)
     if (this.durability === 'fsync') await this.env.flushed()
+  }
+
+  /** With fsync durability: resolves once every commit so far is flushed to disk. */
+  get flushed(): (() => Promise<void>) | undefined {
+    return this.durability === 'fsync' ? () => this.env.flushed() : undefined
   }
 
   /** Drops idempotency records older than their TTL. */
