@@ -56,13 +56,23 @@ export interface SubscribeOptions {
   after?: number | undefined
 }
 
+/** A page of a session's stored events (the JSON counterpart of the SSE replay). */
+export interface EventPage {
+  events: EventEnvelope[]
+  /** True when events after `after` exist but are no longer available (ephemeral buffer overrun). */
+  truncated: boolean
+  /** The session's last stored seq: there is more to read while the last event's seq is below it. */
+  last_seq: number
+}
+
 /**
- * The one service every surface adapts. Every method authenticates `ctx`, scopes
- * to the caller's tenant (another tenant's session is `SESSION_NOT_FOUND`) and
- * throws only `BurrowError`.
+ * The operations every surface offers — what a remote client (the typed HTTP client)
+ * implements too. Every method authenticates `ctx`, scopes to the caller's tenant
+ * (another tenant's session is `SESSION_NOT_FOUND`) and throws only `BurrowError`.
  */
-export interface SessionService {
+export interface SessionOperations {
   createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated>
+  /** With `ctx.onEvent`, the turn's events (text deltas included) are delivered as they happen. */
   startTurn(id: SessionId, req: StartTurn, ctx: CallContext): Promise<TurnResult>
   /** Continues a persisted session, loading it if this process has not. */
   resume(id: SessionId, req: ResumeTurn, ctx: CallContext): Promise<TurnResult>
@@ -72,8 +82,8 @@ export interface SessionService {
   delete(id: SessionId, ctx: CallContext): Promise<void>
   compact(id: SessionId, ctx: CallContext): Promise<CompactionOutcome>
   interrupt(id: SessionId, ctx: CallContext): Promise<InterruptResult>
-  /** One session's events (`id`), or every session of the caller's tenant (`null`, live only). */
-  subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
+  /** Stored events with seq > `after` (at most `limit`), from the log or the in-memory buffer. */
+  listEvents(id: SessionId, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage>
   searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult>
   addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded>
   /** Session notes: a small key-value map pinned into every LLM call (oldest evicted past 200). */
@@ -81,6 +91,13 @@ export interface SessionService {
   putNote(id: SessionId, key: string, value: string, ctx: CallContext): Promise<SessionNote>
   /** Throws `SESSION_NOT_FOUND` for an unknown session; a missing key is not an error (returns false). */
   deleteNote(id: SessionId, key: string, ctx: CallContext): Promise<boolean>
+  getCapabilities(ctx: CallContext): Promise<Capabilities>
+}
+
+/** The one service every surface adapts: the operations plus live streams and process control. */
+export interface SessionService extends SessionOperations {
+  /** One session's events (`id`), or every session of the caller's tenant (`null`, live only). */
+  subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
   /** Resolves the caller's tenant or throws `UNAUTHORIZED` (for surfaces that gate before calling). */
   authenticate(ctx: CallContext): string
   capabilities(): Capabilities

@@ -6,7 +6,7 @@ import type { ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
 import type { EffectiveCompaction, SessionNote, SessionRecord } from '../core/session-record.js'
 import type { MemoryStore } from '../core/memory-store.js'
-import type { CallContext, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
+import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { BuiltinTool } from '../core/tools.js'
@@ -109,6 +109,8 @@ export abstract class BaseSessionService implements SessionService {
     }
   }
 
+  async getCapabilities(_ctx: CallContext): Promise<Capabilities> { return this.capabilities() }
+
   ready(): boolean { return !this.shuttingDown }
 
   async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
@@ -200,6 +202,14 @@ export abstract class BaseSessionService implements SessionService {
     } catch (err) {
       throw toBurrowError(err)
     }
+  }
+
+  async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {
+    const tenant = this.authenticate(ctx)
+    const session = await this.session(tenant, id)
+    const events = await this.replayPage(session.id, q.after, q.limit)
+    const last = session.record.last_seq
+    return { events, truncated: q.after < last && (events[0]?.seq ?? last + 1) > q.after + 1, last_seq: last }
   }
 
   /** Stored events after `from`: from the in-memory buffer when it reaches back that far, else the log. */

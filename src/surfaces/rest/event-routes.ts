@@ -4,7 +4,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { invalidRequest } from '../../core/errors.js'
 import type { EventSubscription, SessionService } from '../../core/session-service.js'
 import { callContext } from './call-context.js'
-import { errors, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
+import { errors, json, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
+import { EventPageQuerySchema, EventPageSchema } from '../../core/wire.js'
 import { frameText } from './sse-frames.js'
 import type { RestMetrics } from './rest-api.js'
 
@@ -26,6 +27,14 @@ export function eventRoutes(app: FastifyInstance, service: SessionService, metri
     const sub = await service.subscribe(req.params.id, { after }, callContext(req, { queryToken: true }))
     await pump(reply, sub, metrics)
   })
+
+  r.get('/v1/sessions/:id/event-log', {
+    schema: {
+      operationId: 'listEvents', tags: ['events'], summary: "A page of a session's stored events (JSON; the SSE route tails them)",
+      params: SessionParams, querystring: EventPageQuerySchema,
+      response: { 200: json(EventPageSchema, 'Events with seq > after, in order.'), ...errors('SESSION_NOT_FOUND') },
+    },
+  }, async (req) => service.listEvents(req.params.id, { after: req.query.after ?? 0, limit: req.query.limit ?? 100 }, callContext(req)))
 
   r.get('/v1/events', {
     sse: 'only',

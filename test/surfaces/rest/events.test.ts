@@ -178,3 +178,22 @@ for (const mode of MODES) t.test(`${mode.name}: a reader that stops reading is d
   await eventually(() => closed, 10_000)
   t.ok(closed, 'the stalled connection was closed')
 })
+
+for (const mode of MODES) t.test(`${mode.name}: the event log as JSON pages`, async (t) => {
+  const h = await startBurrow({ ...mode.env, BURROW_EVENT_BUFFER: '5' })
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  for (let i = 0; i < 3; i++) await h.api.turn(id, { input: `turn ${i}` })
+  const p1 = await h.api.get(`/v1/sessions/${id}/event-log?after=0&limit=4`)
+  if (mode.persistent) {
+    t.same(p1.body.events.map((e: any) => e.seq), [1, 2, 3, 4])
+    t.equal(p1.body.truncated, false)
+    const p2 = await h.api.get(`/v1/sessions/${id}/event-log?after=4&limit=100`)
+    t.same(p2.body.events.map((e: any) => e.seq), [5, 6, 7, 8, 9, 10])
+  } else {
+    t.equal(p1.body.truncated, true, 'the ephemeral buffer no longer reaches back to seq 1')
+    t.same(p1.body.events.map((e: any) => e.seq), [6, 7, 8, 9])
+  }
+  t.equal(p1.body.last_seq, 10)
+  t.equal((await h.api.get(`/v1/sessions/${id}/event-log?after=10`)).body.events.length, 0)
+})
