@@ -17,7 +17,7 @@ import type {
 import type { Authenticator } from './authenticator.js'
 import { Cancellation } from './cancellation.js'
 import { EventHub } from './event-hub.js'
-import { Idempotency } from './idempotency.js'
+import { Idempotency, idempotencyKey } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
 import type { CompactionController } from './compaction-controller.js'
@@ -392,9 +392,4 @@ export abstract class BaseSessionService implements SessionService {
   protected refuseWhenShuttingDown(): void {
     if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')
   }
-}
-
-/** Keys are scoped by tenant and session, so clients cannot collide across either. */
-export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {
-  return `${tenant}\u0000${sessionId ?? '-'}\u0000${key}`
 }

@@ -79,3 +79,8 @@ export class Idempotency {
 function conflict(): BurrowError {
   return new BurrowError('IDEMPOTENCY_CONFLICT', undefined, { field: 'header/idempotency-key' })
 }
+
+/** Keys are scoped by tenant and session, so clients cannot collide across either. */
+export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {
+  return `${tenant}\u0000${sessionId ?? '-'}\u0000${key}`
+}

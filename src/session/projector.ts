@@ -107,7 +107,7 @@ export class Projector {
         if (this.nextAt.size > 10_000) this.nextAt.delete(this.nextAt.keys().next().value as string)
         // A duty cycle for the worker as a whole: under load the projection falls behind (it is
         // asynchronous by design) rather than taking more than about a tenth of the process.
-        if (!this.forcing) await new Promise<void>((r) => setTimeout(r, 9 * took).unref())
+        if (!this.forcing) await new Promise<void>((r) => setTimeout(r, 9 * took))
       } catch (err) {
         this.logger.error({ err, session_id: id }, 'projection failed; will retry on the next commit')
       }
