@@ -1,0 +1,102 @@
+import { Ajv, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import type { EventEnvelope } from '../../core/events.js'
+import type { CallContext, SessionOperations } from '../../core/session-service.js'
+import { RPC_METHODS } from './rpc-methods.js'
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+const ajv = addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: true, removeAdditional: false, coerceTypes: false }))
+const validators = new Map<string, ValidateFunction>(Object.entries(RPC_METHODS).map(([name, m]) => [name, ajv.compile(m.params)]))
+
+/** JSON-RPC's own codes for a request that is not JSON, or not a request (outside the code table's rows). */
+const PARSE_ERROR = -32700
+const NOT_A_REQUEST = -32600
+
+export interface RpcError { code: number; message: string; data: { code: string; [k: string]: unknown } }
+export type RpcResponse = { jsonrpc: '2.0'; id: string | number | null } & ({ result: unknown } | { error: RpcError })
+
+export interface RpcCall {
+  /** The caller's credential and request id (the transport's). */
+  ctx: Omit<CallContext, 'idempotencyKey' | 'onEvent'>
+  /** Where `event` notifications go while a turn runs (stdio); absent = no streaming. */
+  notify?: ((method: 'event', params: EventEnvelope) => void) | undefined
+}
+
+/** A BurrowError as a JSON-RPC error: the table's number in `code`, the string code in `data.code`. */
+export function rpcError(err: unknown): RpcError {
+  const e = toBurrowError(err)
+  const { field, ...rest } = e.data ?? {}
+  return {
+    code: ERROR_TABLE[e.code].rpc,
+    message: e.code === 'INTERNAL' ? ERROR_TABLE.INTERNAL.message : e.message,
+    data: { code: e.code, ...(typeof field === 'string' ? { field } : {}), ...(e.code === 'INTERNAL' ? {} : rest) },
+  }
+}
+
+/**
+ * Handles one JSON-RPC 2.0 payload (a request, a notification or a batch) against the
+ * operations, whatever the transport. Returns what to send back: a response, an array of
+ * responses, or undefined when nothing is owed (notifications only).
+ */
+export async function dispatch(ops: SessionOperations, payload: unknown, call: RpcCall): Promise<RpcResponse | RpcResponse[] | undefined> {
+  if (Array.isArray(payload)) {
+    if (payload.length === 0) return protocolError(null, NOT_A_REQUEST, 'An empty batch is not a request.')
+    const out = (await Promise.all(payload.map((p) => one(ops, p, call)))).filter((r): r is RpcResponse => r !== undefined)
+    return out.length > 0 ? out : undefined
+  }
+  return one(ops, payload, call)
+}
+
+/** Parses a transport's raw text first (a parse error is still answered). */
+export async function dispatchText(ops: SessionOperations, text: string, call: RpcCall): Promise<RpcResponse | RpcResponse[] | undefined> {
+  let payload: unknown
+  try {
+    payload = JSON.parse(text)
+  } catch (err) {
+    return protocolError(null, PARSE_ERROR, `Parse error: ${(err as Error).message}`)
+  }
+  return dispatch(ops, payload, call)
+}
+
+async function one(ops: SessionOperations, req: unknown, call: RpcCall): Promise<RpcResponse | undefined> {
+  const r = req as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown } | null
+  const idOk = r !== null && typeof r === 'object' && (r.id === undefined || r.id === null || typeof r.id === 'string' || typeof r.id === 'number')
+  const id = idOk && r && (typeof r.id === 'string' || typeof r.id === 'number') ? r.id : null
+  if (!r || typeof r !== 'object' || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || !idOk) {
+    return protocolError(id, NOT_A_REQUEST, 'Not a JSON-RPC 2.0 request (needs jsonrpc "2.0", a string method and an optional id).')
+  }
+  const isNotification = r.id === undefined
+  const respond = (body: { result: unknown } | { error: RpcError }): RpcResponse | undefined =>
+    (isNotification ? undefined : { jsonrpc: '2.0', id, ...body })
+  const method = RPC_METHODS[r.method]
+  if (!method) return respond({ error: rpcError(new BurrowError('ROUTE_NOT_FOUND', `No method ${r.method}.`)) })
+  const params = r.params === undefined ? {} : r.params
+  if (params === null || typeof params !== 'object' || Array.isArray(params)) {
+    return respond({ error: rpcError(new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })) })
+  }
+  const validate = validators.get(r.method)!
+  if (!validate(params)) {
+    const v = validate.errors![0]!
+    let field = `params${v.instancePath}`
+    if (v.keyword === 'required') field += `/${String(v.params.missingProperty)}`
+    if (v.keyword === 'additionalProperties') field += `/${String(v.params.additionalProperty)}`
+    const problem = v.keyword === 'additionalProperties' ? 'is not an allowed parameter' : v.keyword === 'required' ? 'is required' : v.message ?? 'is invalid'
+    return respond({ error: rpcError(new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })) })
+  }
+  const p = params as { idempotency_key?: string }
+  const ctx: CallContext = {
+    ...call.ctx,
+    idempotencyKey: p.idempotency_key,
+    onEvent: call.notify && (r.method === 'turn/start' || r.method === 'session/resume') ? (e) => call.notify!('event', e) : undefined,
+  }
+  try {
+    return respond({ result: await method.run(ops, params, ctx) })
+  } catch (err) {
+    return respond({ error: rpcError(err) })
+  }
+}
+
+function protocolError(id: string | number | null, code: number, message: string): RpcResponse {
+  return { jsonrpc: '2.0', id, error: { code, message, data: { code: 'INVALID_REQUEST' } } }
+}
