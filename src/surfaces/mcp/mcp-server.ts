@@ -1,0 +1,241 @@
+/**
+ * The MCP surface (contract §1, §4): Burrow's operations as MCP tools, a thin adapter
+ * over the one SessionService. Each tool returns the service's result as
+ * `structuredContent` plus a short text; a failure is a tool error (`isError: true`)
+ * with text `error[CODE]: message` and `structuredContent: { code, message, ...data }`.
+ */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
+import {
+  CallToolRequestSchema, ErrorCode, McpError,
+  type CallToolResult, type ServerNotification, type ServerRequest, type ToolAnnotations,
+} from '@modelcontextprotocol/sdk/types.js'
+import type * as z from 'zod'
+import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import type { EventEnvelope } from '../../core/events.js'
+import type { CallContext, SessionService } from '../../core/session-service.js'
+import type { TurnResult } from '../../core/wire.js'
+import {
+  CreateSessionInput, EmptyInput, invalidArguments, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
+} from './mcp-schemas.js'
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
+/** What each tool call gets from its transport (the service authenticates `apiKey`). */
+export type McpCallContext = () => { apiKey?: string | undefined; requestId: string }
+export interface McpServerOptions {
+  /** Called with unexpected (`INTERNAL`) errors, which clients see without detail. */
+  logError?: (err: unknown, requestId: string) => void
+}
+
+interface Tool<S extends z.ZodType = z.ZodType> {
+  description: string
+  schema: S
+  annotations?: ToolAnnotations
+  run(args: z.output<S>, ctx: CallContext, extra: Extra): Promise<{ result: object; text: string }>
+}
+const tool = <S extends z.ZodType>(t: Tool<S>): Tool<S> => t
+
+const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_create), then run turns on it ' +
+  '(turn_run); the session keeps the history, compacts it when it grows long and can recall compacted history ' +
+  '(memory_search). Errors come back as tool errors with a stable code, e.g. error[SESSION_NOT_FOUND].'
+
+/** Builds the MCP server; `ctxFor` is asked once per tool call. */
+export function createMcpServer(service: SessionService, ctxFor: McpCallContext, opts: McpServerOptions = {}): McpServer {
+  const mcp = new McpServer({ name: 'burrow', version: service.capabilities().version }, { instructions: INSTRUCTIONS })
+  const turn = (op: 'startTurn' | 'resume') => async (a: z.output<typeof TurnInput>, ctx: CallContext, extra: Extra) => {
+    const { session_id: id, ...req } = a
+    const result = await runTurn(service, op, id, req, ctx, extra)
+    return { result, text: turnText(result) }
+  }
+
+  const tools: Record<string, Tool> = {
+    session_create: tool({
+      description: 'Create an agent session (history, model, system prompt, client tools, budget). Returns session_id and the effective configuration.',
+      schema: CreateSessionInput,
+      run: async (a, ctx) => {
+        const r = await service.createSession(a, ctx)
+        return { result: r, text: `Created session ${r.session_id} (model ${r.model}).` }
+      },
+    }),
+    turn_run: tool({
+      description: 'Run one agent turn on a session: send `input` (a user message) and get the assistant answer (output_text). ' +
+        'When the turn calls client tools it ends with status "requires_action" and tool_calls; answer them with turn_run ' +
+        '`tool_results` to continue. Sends progress notifications (streamed text, tool calls) when given a progressToken.',
+      schema: TurnInput, annotations: { openWorldHint: true }, run: turn('startTurn'),
+    }),
+    session_resume: tool({
+      description: 'Continue a persisted session (also after a server restart): optionally with a new `input`; ' +
+        'without one the agent answers the last user message. Needs session persistence.',
+      schema: ResumeInput, annotations: { openWorldHint: true }, run: turn('resume'),
+    }),
+    session_read: tool({
+      description: 'Read a session: status, configuration, full message history, usage, compaction state. Needs session persistence.',
+      schema: SessionIdInput, annotations: { readOnlyHint: true },
+      run: async (a, ctx) => {
+        const v = await service.read(a.session_id, ctx)
+        return { result: v, text: `Session ${v.session_id} (${v.status}, ${v.model}): ${v.turn_count} turns, ${v.messages.length} messages.` }
+      },
+    }),
+    session_list: tool({
+      description: 'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page). Needs session persistence.',
+      schema: ListInput, annotations: { readOnlyHint: true },
+      run: async (a, ctx) => {
+        const p = await service.list(a, ctx)
+        const lines = p.items.map((s) => `${s.session_id} ${s.status} ${s.model} turns=${s.turn_count}`)
+        if (p.next_cursor) lines.push(`next_cursor: ${p.next_cursor}`)
+        return { result: p, text: [`${p.items.length} session(s).`, ...lines].join('\n') }
+      },
+    }),
+    session_archive: tool({
+      description: 'Archive a session: it stays readable but accepts no more turns. Needs session persistence.',
+      schema: SessionIdInput, annotations: { idempotentHint: true, destructiveHint: false },
+      run: async (a, ctx) => {
+        await service.archive(a.session_id, ctx)
+        return { result: { session_id: a.session_id, status: 'archived' }, text: `Archived session ${a.session_id}.` }
+      },
+    }),
+    memory_search: tool({
+      description: 'Search semantic memory (history that compaction moved out of sessions, and added entries) across your ' +
+        'sessions or within one. Returns hits with content, score (0..1), session_id, turn and seq. Needs the memory store.',
+      schema: MemorySearchInput, annotations: { readOnlyHint: true },
+      run: async (a, ctx) => {
+        const r = await service.searchMemory(a, ctx)
+        const lines = r.results.map((h) => `[${h.score.toFixed(2)}] ${h.content.length > 200 ? `${h.content.slice(0, 200)}…` : h.content}`)
+        return { result: r, text: [`${r.results.length} hit(s).`, ...lines].join('\n') }
+      },
+    }),
+    capabilities_get: tool({
+      description: "The server's capabilities (session_store, memory_store, session_compaction), version, auth and LLM providers.",
+      schema: EmptyInput, annotations: { readOnlyHint: true },
+      run: async (_a, ctx) => {
+        const c = await service.getCapabilities(ctx)
+        return {
+          result: c,
+          text: `Burrow ${c.version}: session_store=${c.session_store} memory_store=${c.memory_store} session_compaction=${c.session_compaction}`,
+        }
+      },
+    }),
+  }
+
+  const call = async (t: Tool, args: unknown, extra: Extra): Promise<CallToolResult> => {
+    const ctx: CallContext = { ...ctxFor() }
+    try {
+      const { result, text } = await t.run(args, ctx, extra)
+      return { content: [{ type: 'text', text }], structuredContent: result as Record<string, unknown> }
+    } catch (err) {
+      const e = toBurrowError(err)
+      if (e.code === 'INTERNAL') opts.logError?.(err, ctx.requestId)
+      const message = e.code === 'INTERNAL' ? ERROR_TABLE.INTERNAL.message : e.message
+      const data = e.code === 'INTERNAL' ? {} : e.data
+      return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${message}` }], structuredContent: { ...data, code: e.code, message } }
+    }
+  }
+
+  for (const [name, t] of Object.entries(tools)) {
+    mcp.registerTool(name, { description: t.description, inputSchema: t.schema, annotations: t.annotations }, (args, extra) => call(t, args, extra))
+  }
+  // The SDK validates arguments before our callback and turns a failure into untyped text
+  // ("MCP error -32602: Input validation error: …"). This replaces its tools/call handler
+  // (documented: setRequestHandler replaces) to answer with INVALID_REQUEST like every surface.
+  mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+    const t = Object.hasOwn(tools, req.params.name) ? tools[req.params.name] : undefined
+    if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${req.params.name}`)
+    const args = req.params.arguments ?? {}
+    const parsed = t.schema.safeParse(args)
+    if (!parsed.success) {
+      const e = invalidArguments(parsed.error, args)
+      return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }], structuredContent: { ...e.data, code: e.code, message: e.message } }
+    }
+    return track(mcp, call(t, parsed.data, extra))
+  })
+  return mcp
+}
+
+/** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */
+async function runTurn(
+  service: SessionService, op: 'startTurn' | 'resume', id: string, req: Omit<z.output<typeof TurnInput>, 'session_id'>,
+  ctx: CallContext, extra: Extra,
+): Promise<TurnResult> {
+  const progress = progressReporter(extra)
+  let started = false
+  ctx.onEvent = (e) => { started = true; progress?.onEvent(e) }
+  const onAbort = () => { if (started) service.interrupt(id, { apiKey: ctx.apiKey, requestId: ctx.requestId }).catch(() => {}) }
+  extra.signal.addEventListener('abort', onAbort, { once: true })
+  try {
+    return await service[op](id, req, ctx)
+  } finally {
+    extra.signal.removeEventListener('abort', onAbort)
+    await progress?.done()
+  }
+}
+
+/**
+ * MCP progress notifications for a turn, when the client sent a progressToken: one per
+ * batch of text deltas (those arriving in one event-loop turn; the message is the text so
+ * far, its last 1000 characters) and one per tool call, tool result or compaction.
+ */
+function progressReporter(extra: Extra): { onEvent(e: EventEnvelope): void; done(): Promise<void> } | undefined {
+  const token = extra._meta?.progressToken
+  if (token === undefined) return undefined
+  let progress = 0
+  let text = ''
+  let textPending = false
+  let timer: NodeJS.Immediate | undefined
+  let chain = Promise.resolve()
+  const send = (message: string) => {
+    const params = { progressToken: token, progress: ++progress, message }
+    chain = chain.then(() => extra.sendNotification({ method: 'notifications/progress', params })).catch(() => {})
+  }
+  const flush = () => {
+    if (timer) clearImmediate(timer)
+    timer = undefined
+    if (textPending) send(text.length > 1000 ? `…${text.slice(-1000)}` : text)
+    textPending = false
+  }
+  const data = (e: EventEnvelope) => e.data as Record<string, unknown>
+  return {
+    onEvent(e) {
+      if (e.type === 'text_delta') {
+        text += String(data(e).text ?? '')
+        textPending = true
+        timer ??= setImmediate(flush)
+        return
+      }
+      const message = e.type === 'tool_call' ? `tool_call ${String(data(e).name)}`
+        : e.type === 'tool_result' ? `tool_result ${String(data(e).name)}`
+          : e.type === 'compaction_started' ? 'compacting history'
+            : e.type === 'compaction_completed' ? 'history compacted' : undefined
+      if (message === undefined) return
+      flush()
+      send(message)
+    },
+    async done() {
+      flush()
+      await chain
+    },
+  }
+}
+
+function turnText(r: TurnResult): string {
+  if (r.status !== 'requires_action') return r.output_text.length > 0 ? r.output_text : `(turn ${r.turn} ended without text)`
+  const calls = r.tool_calls.map((c) => `${c.name} (id ${c.id}): ${JSON.stringify(c.input)}`)
+  return [r.output_text, `Turn ${r.turn} is waiting for client tool results (send them with turn_run tool_results):`, ...calls]
+    .filter((l) => l.length > 0).join('\n')
+}
+
+// Tool calls in flight per server, so a transport can let them finish before it closes.
+const inFlight = new WeakMap<McpServer, Set<Promise<unknown>>>()
+
+function track<T>(mcp: McpServer, p: Promise<T>): Promise<T> {
+  let set = inFlight.get(mcp)
+  if (!set) inFlight.set(mcp, set = new Set())
+  set.add(p)
+  const s = set
+  void p.finally(() => s.delete(p)).catch(() => {})
+  return p
+}
+
+/** Resolves once no tool call of this server is running (for a graceful end of a stdio session). */
+export async function mcpIdle(mcp: McpServer): Promise<void> {
+  for (let set = inFlight.get(mcp); set && set.size > 0; set = inFlight.get(mcp)) await Promise.allSettled([...set])
+}
