@@ -1,0 +1,149 @@
+/**
+ * The typed HTTP client: the service's operations over the REST + SSE surface, so code
+ * written against `SessionOperations` runs in-process or remotely unchanged.
+ *
+ * Every method throws only `BurrowError` (see ./transport.ts for how wire failures map),
+ * except that an exception thrown by your own `ctx.onEvent` propagates as is.
+ * `ctx` is optional: `apiKey` overrides the client's key, `idempotencyKey` becomes the
+ * `Idempotency-Key` header, `requestId` the `X-Request-Id` header.
+ */
+import { BurrowError } from '../core/errors.js'
+import type { SessionId } from '../core/ids.js'
+import type { SessionNote } from '../core/session-record.js'
+import type { EventPage, SessionOperations } from '../core/session-service.js'
+import type {
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
+  MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+} from '../core/wire.js'
+import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
+import { Transport, transportError, type BurrowClientOptions, type ClientCallContext } from './transport.js'
+import { readTurnStream } from './turn-stream.js'
+
+const seg = (s: string) => encodeURIComponent(s)
+
+export class BurrowClient implements SessionOperations {
+  private readonly t: Transport
+
+  constructor(opts: BurrowClientOptions) {
+    this.t = new Transport(opts)
+  }
+
+  get baseUrl(): string { return this.t.baseUrl }
+
+  createSession(req: CreateSession = {}, ctx: ClientCallContext = {}): Promise<SessionCreated> {
+    return this.t.json(ctx, { method: 'POST', path: '/v1/sessions', body: req })
+  }
+
+  /**
+   * Runs a turn (`input`) or continues a paused one (`tool_results`). With `ctx.onEvent` the
+   * turn is streamed: every envelope (text deltas included) is delivered as it arrives and
+   * the result is rebuilt from the events (see ./turn-stream.ts); a `turn_failed` event
+   * rejects with a `BurrowError` of its code.
+   */
+  startTurn(id: SessionId, req: StartTurn, ctx: ClientCallContext = {}): Promise<TurnResult> {
+    return this.turn(id, 'turns', req, ctx)
+  }
+
+  /** Continues a persisted session (also after a server restart); same body and streaming as `startTurn`. */
+  resume(id: SessionId, req: ResumeTurn, ctx: ClientCallContext = {}): Promise<TurnResult> {
+    return this.turn(id, 'resume', req, ctx)
+  }
+
+  read(id: SessionId, ctx: ClientCallContext = {}): Promise<SessionView> {
+    return this.t.json(ctx, { method: 'GET', path: `/v1/sessions/${seg(id)}` })
+  }
+
+  list(q: SessionQuery = {}, ctx: ClientCallContext = {}): Promise<Page<SessionSummary>> {
+    return this.t.json(ctx, { method: 'GET', path: '/v1/sessions', query: { limit: q.limit, cursor: q.cursor, status: q.status } })
+  }
+
+  async archive(id: SessionId, ctx: ClientCallContext = {}): Promise<void> {
+    await this.t.json(ctx, { method: 'POST', path: `/v1/sessions/${seg(id)}/archive` })
+  }
+
+  async delete(id: SessionId, ctx: ClientCallContext = {}): Promise<void> {
+    await this.t.json(ctx, { method: 'DELETE', path: `/v1/sessions/${seg(id)}` })
+  }
+
+  compact(id: SessionId, ctx: ClientCallContext = {}): Promise<CompactionOutcome> {
+    return this.t.json(ctx, { method: 'POST', path: `/v1/sessions/${seg(id)}/compact` })
+  }
+
+  interrupt(id: SessionId, ctx: ClientCallContext = {}): Promise<InterruptResult> {
+    return this.t.json(ctx, { method: 'POST', path: `/v1/sessions/${seg(id)}/interrupt` })
+  }
+
+  /** A page of stored events with seq > `after` (`GET …/event-log`). */
+  listEvents(id: SessionId, q: { after?: number; limit?: number } = {}, ctx: ClientCallContext = {}): Promise<EventPage> {
+    return this.t.json(ctx, { method: 'GET', path: `/v1/sessions/${seg(id)}/event-log`, query: { after: q.after, limit: q.limit } })
+  }
+
+  searchMemory(q: MemorySearchQuery, ctx: ClientCallContext = {}): Promise<MemorySearchResult> {
+    return this.t.json(ctx, { method: 'GET', path: '/v1/memory/search', query: { q: q.q, limit: q.limit, session_id: q.session_id, scope: q.scope } })
+  }
+
+  addMemory(entries: MemoryAdd, ctx: ClientCallContext = {}): Promise<MemoryAdded> {
+    return this.t.json(ctx, { method: 'POST', path: '/v1/memory', body: entries })
+  }
+
+  async listNotes(id: SessionId, ctx: ClientCallContext = {}): Promise<SessionNote[]> {
+    return (await this.t.json<{ notes: SessionNote[] }>(ctx, { method: 'GET', path: `/v1/sessions/${seg(id)}/notes` })).notes
+  }
+
+  /** One note; throws `NOTE_NOT_FOUND` when the session has none with this key. */
+  getNote(id: SessionId, key: string, ctx: ClientCallContext = {}): Promise<SessionNote> {
+    return this.t.json(ctx, { method: 'GET', path: `/v1/sessions/${seg(id)}/notes/${seg(key)}` })
+  }
+
+  putNote(id: SessionId, key: string, value: string, ctx: ClientCallContext = {}): Promise<SessionNote> {
+    return this.t.json(ctx, { method: 'PUT', path: `/v1/sessions/${seg(id)}/notes/${seg(key)}`, body: { value } })
+  }
+
+  /**
+   * Deletes a note; resolves whether it existed. `DELETE …/notes/{key}` answers 204 either
+   * way, so existence is read first (`GET …/notes/{key}`): a note set or deleted by someone
+   * else between the two requests can make the answer stale.
+   */
+  async deleteNote(id: SessionId, key: string, ctx: ClientCallContext = {}): Promise<boolean> {
+    let existed = true
+    try {
+      await this.getNote(id, key, { ...ctx, idempotencyKey: undefined })
+    } catch (err) {
+      if (!(err instanceof BurrowError) || err.code !== 'NOTE_NOT_FOUND') throw err
+      existed = false
+    }
+    await this.t.json(ctx, { method: 'DELETE', path: `/v1/sessions/${seg(id)}/notes/${seg(key)}` })
+    return existed
+  }
+
+  getCapabilities(ctx: ClientCallContext = {}): Promise<Capabilities> {
+    return this.t.json(ctx, { method: 'GET', path: '/v1/capabilities' })
+  }
+
+  /**
+   * A session's events (`sessionId`), or every session's of the caller's tenant (`null`,
+   * live only), as an async iterator that reconnects; see ./event-stream.ts.
+   */
+  events(sessionId: SessionId | null, opts: EventStreamOptions = {}): AsyncGenerator<StreamItem, void, undefined> {
+    return eventStream(this.t, sessionId, opts)
+  }
+
+  private async turn(id: SessionId, route: 'turns' | 'resume', req: StartTurn, ctx: ClientCallContext): Promise<TurnResult> {
+    const path = `/v1/sessions/${seg(id)}/${route}`
+    const asJson = () => this.t.json<TurnResult>({ ...ctx, onEvent: undefined }, { method: 'POST', path, body: req })
+    const onEvent = ctx.onEvent
+    if (!onEvent) return asJson()
+    const res = await this.t.send(ctx, { method: 'POST', path, body: req, accept: 'text/event-stream' })
+    if (!String(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+      return (await res.json()) as TurnResult // a server without SSE on this route answered JSON
+    }
+    const { outcome, assembler, broken } = await readTurnStream(res, onEvent)
+    if (outcome?.kind === 'failed') throw outcome.error
+    if (outcome && !(assembler.continuation && ctx.idempotencyKey)) return outcome.result
+    // The stream broke or ended mid-turn, or a continuation's stream started mid-turn:
+    // with a key the server answers with the turn's exact result (waiting for it if needed).
+    if (ctx.idempotencyKey) return asJson()
+    if (broken !== undefined) throw transportError(broken, 'POST', path, this.t.opts.timeoutMs)
+    throw new BurrowError('INTERNAL', `The turn stream of ${path} ended before the turn did; its outcome is unknown.`, { transport: 'stream' })
+  }
+}
