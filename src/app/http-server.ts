@@ -9,6 +9,8 @@ import { randomBytes } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
 import type { SessionService } from '../core/session-service.js'
 import { restApi } from '../surfaces/rest/rest-api.js'
+import { rpcHttpRoutes } from '../surfaces/rpc/rpc-http.js'
+import { mcpHttpRoutes } from '../surfaces/mcp/mcp-http.js'
 import { passThrough } from '../surfaces/rest/sse-frames.js'
 import type { Config } from './config.js'
 import type { Metrics } from './metrics.js'
@@ -41,8 +43,8 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     await app.register(cors, {
       origin: config.corsOrigins.includes('*') ? '*' : config.corsOrigins,
       methods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-      allowedHeaders: ['authorization', 'content-type', 'idempotency-key', 'last-event-id', 'x-request-id'],
-      exposedHeaders: ['x-request-id', 'location', 'retry-after'],
+      allowedHeaders: ['authorization', 'content-type', 'idempotency-key', 'last-event-id', 'x-request-id', 'mcp-protocol-version', 'mcp-session-id'],
+      exposedHeaders: ['x-request-id', 'location', 'retry-after', 'mcp-session-id'],
       maxAge: 600,
     })
   }
@@ -65,11 +67,13 @@ export async function buildHttpServer(config: Config, service: SessionService, m
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' } } },
       security: [{ bearer: [] }],
-      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'notes' }, { name: 'memory' }, { name: 'ops' }],
+      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'notes' }, { name: 'memory' }, { name: 'ops' }, { name: 'rpc' }, { name: 'mcp' }],
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   })
   await app.register(restApi, { service, metrics })
+  rpcHttpRoutes(app, service)
+  mcpHttpRoutes(app, service)
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
   app.get('/openapi.json', {
     schema: {
