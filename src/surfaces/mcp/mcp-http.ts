@@ -34,6 +34,7 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
     const { apiKey } = callContext(req)
     const server = createMcpServer(service, () => ({ apiKey, requestId: req.id }), {
       logError: (err) => req.log.error({ err }, 'internal error in an MCP tool call'),
+      version: service.capabilities().version,
     })
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
     // Headers set by hooks (x-request-id, CORS) would be lost with the hijacked reply: hand them to the raw response.

@@ -13,7 +13,7 @@ import {
 import type * as z from 'zod'
 import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
-import type { CallContext, SessionService } from '../../core/session-service.js'
+import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import type { TurnResult } from '../../core/wire.js'
 import {
   CreateSessionInput, EmptyInput, invalidArguments, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
@@ -25,6 +25,8 @@ export type McpCallContext = () => { apiKey?: string | undefined; requestId: str
 export interface McpServerOptions {
   /** Called with unexpected (`INTERNAL`) errors, which clients see without detail. */
   logError?: (err: unknown, requestId: string) => void
+  /** The version the server reports to clients (the service's, from its capabilities). */
+  version?: string
 }
 
 interface Tool<S extends z.ZodType = z.ZodType> {
@@ -40,8 +42,8 @@ const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_
   '(memory_search). Errors come back as tool errors with a stable code, e.g. error[SESSION_NOT_FOUND].'
 
 /** Builds the MCP server; `ctxFor` is asked once per tool call. */
-export function createMcpServer(service: SessionService, ctxFor: McpCallContext, opts: McpServerOptions = {}): McpServer {
-  const mcp = new McpServer({ name: 'burrow', version: service.capabilities().version }, { instructions: INSTRUCTIONS })
+export function createMcpServer(service: SessionOperations, ctxFor: McpCallContext, opts: McpServerOptions = {}): McpServer {
+  const mcp = new McpServer({ name: 'burrow', version: opts.version ?? '0.0.0' }, { instructions: INSTRUCTIONS })
   const turn = (op: 'startTurn' | 'resume') => async (a: z.output<typeof TurnInput>, ctx: CallContext, extra: Extra) => {
     const { session_id: id, ...req } = a
     const result = await runTurn(service, op, id, req, ctx, extra)
@@ -153,7 +155,7 @@ export function createMcpServer(service: SessionService, ctxFor: McpCallContext,
 
 /** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */
 async function runTurn(
-  service: SessionService, op: 'startTurn' | 'resume', id: string, req: Omit<z.output<typeof TurnInput>, 'session_id'>,
+  service: SessionOperations, op: 'startTurn' | 'resume', id: string, req: Omit<z.output<typeof TurnInput>, 'session_id'>,
   ctx: CallContext, extra: Extra,
 ): Promise<TurnResult> {
   const progress = progressReporter(extra)

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Readable, Writable } from 'node:stream'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
-import type { SessionService } from '../../core/session-service.js'
+import type { SessionOperations } from '../../core/session-service.js'
 import { createMcpServer, mcpIdle } from './mcp-server.js'
 
 export interface StdioStreams {
@@ -18,11 +18,12 @@ export interface StdioStreams {
  * still running then are allowed to finish and answer first, so requests piped in
  * (`… | burrow mcp`) all get their responses.
  */
-export async function runMcpStdio(service: SessionService, opts: { apiKey?: string }, io?: StdioStreams): Promise<void> {
+export async function runMcpStdio(service: SessionOperations, opts: { apiKey?: string | undefined; version?: string }, io?: StdioStreams): Promise<void> {
   const stdin = io?.stdin ?? process.stdin
   const stdout = io?.stdout ?? process.stdout
   const server = createMcpServer(service, () => ({ apiKey: opts.apiKey, requestId: `mcp-${randomUUID()}` }), {
     logError: (err, requestId) => process.stderr.write(`burrow mcp: internal error (${requestId}): ${String((err as Error)?.stack ?? err)}\n`),
+    ...(opts.version ? { version: opts.version } : {}),
   })
   const transport = new StdioServerTransport(stdin, stdout)
   const closed = new Promise<void>((resolve) => { server.server.onclose = () => resolve() })

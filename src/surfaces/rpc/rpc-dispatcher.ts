@@ -69,32 +69,41 @@ async function one(ops: SessionOperations, req: unknown, call: RpcCall): Promise
   const isNotification = r.id === undefined
   const respond = (body: { result: unknown } | { error: RpcError }): RpcResponse | undefined =>
     (isNotification ? undefined : { jsonrpc: '2.0', id, ...body })
-  const method = RPC_METHODS[r.method]
-  if (!method) return respond({ error: rpcError(new BurrowError('ROUTE_NOT_FOUND', `No method ${r.method}.`)) })
   const params = r.params === undefined ? {} : r.params
-  if (params === null || typeof params !== 'object' || Array.isArray(params)) {
-    return respond({ error: rpcError(new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })) })
+  const p = params as { idempotency_key?: string }
+  const ctx: CallContext = {
+    ...call.ctx,
+    idempotencyKey: typeof p?.idempotency_key === 'string' ? p.idempotency_key : undefined,
+    onEvent: call.notify && (r.method === 'turn/start' || r.method === 'session/resume') ? (e) => call.notify!('event', e) : undefined,
   }
-  const validate = validators.get(r.method)!
+  try {
+    return respond({ result: await invoke(ops, r.method, params, ctx) })
+  } catch (err) {
+    return respond({ error: rpcError(err) })
+  }
+}
+
+/**
+ * Calls one method of the table: checks its params (naming the failing field, e.g.
+ * `params/limit`) and runs it. Throws `BurrowError` only — `ROUTE_NOT_FOUND` for an unknown
+ * method. The CLI calls the service through this too, so its checks are the RPC surface's.
+ */
+export async function invoke(ops: SessionOperations, name: string, params: unknown, ctx: CallContext): Promise<unknown> {
+  const method = Object.hasOwn(RPC_METHODS, name) ? RPC_METHODS[name] : undefined
+  if (!method) throw new BurrowError('ROUTE_NOT_FOUND', `No method ${name}.`)
+  if (params === null || typeof params !== 'object' || Array.isArray(params)) {
+    throw new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })
+  }
+  const validate = validators.get(name)!
   if (!validate(params)) {
     const v = validate.errors![0]!
     let field = `params${v.instancePath}`
     if (v.keyword === 'required') field += `/${String(v.params.missingProperty)}`
     if (v.keyword === 'additionalProperties') field += `/${String(v.params.additionalProperty)}`
     const problem = v.keyword === 'additionalProperties' ? 'is not an allowed parameter' : v.keyword === 'required' ? 'is required' : v.message ?? 'is invalid'
-    return respond({ error: rpcError(new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })) })
+    throw new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
   }
-  const p = params as { idempotency_key?: string }
-  const ctx: CallContext = {
-    ...call.ctx,
-    idempotencyKey: p.idempotency_key,
-    onEvent: call.notify && (r.method === 'turn/start' || r.method === 'session/resume') ? (e) => call.notify!('event', e) : undefined,
-  }
-  try {
-    return respond({ result: await method.run(ops, params, ctx) })
-  } catch (err) {
-    return respond({ error: rpcError(err) })
-  }
+  return method.run(ops, params, ctx)
 }
 
 function protocolError(id: string | number | null, code: number, message: string): RpcResponse {
