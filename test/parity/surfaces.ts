@@ -1,0 +1,245 @@
+// One adapter per surface, all with the same small interface, each speaking its surface's
+// wire through a real client: REST (JSON and SSE turns), JSON-RPC over HTTP and stdio, MCP
+// over streamable HTTP (the official SDK client). The CLI's adapter is in ./cli-surface.ts.
+import { createInterface } from 'node:readline'
+import { PassThrough } from 'node:stream'
+import { request } from 'undici'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Progress } from '@modelcontextprotocol/sdk/types.js'
+import { TurnAssembler } from '../../src/client/turn-stream.js'
+import type { EventEnvelope } from '../../src/core/events.js'
+import { runRpcStdio } from '../../src/surfaces/rpc/rpc-stdio.js'
+import type { ApiResponse, Harness } from '../helpers/harness.js'
+import { compactionOf, failure, row, type Outcome, type TurnOutcome } from './outcome.js'
+
+export type Params = Record<string, unknown>
+
+export interface Opened {
+  /** The create result; null where a surface cannot create without running a turn (the CLI's `run`). */
+  created: Outcome | null
+  /** The first turn; null when the create failed. */
+  first: TurnOutcome | null
+  id: string | undefined
+}
+
+/** The same scenario steps on every surface. Results are the surface's own, decoded but not normalised. */
+export interface Surface {
+  readonly name: string
+  /** True when the surface streams a turn's events to its caller (and `TurnOutcome.streamed` is set). */
+  readonly streaming: boolean
+  capabilities(): Promise<Outcome>
+  /** Creates a session with `req` and runs its first turn with `input`. */
+  open(req: Params, input: string): Promise<Opened>
+  /** A turn with `input`: started (`turn/start`) or, with `resume`, continuing a persisted session. */
+  turn(id: string, input: string, how?: 'start' | 'resume'): Promise<TurnOutcome>
+  read(id: string): Promise<Outcome>
+  list(q: { limit: number }): Promise<Outcome>
+  archive(id: string): Promise<Outcome>
+  search(q: Params): Promise<Outcome>
+  close(): Promise<void>
+}
+
+/** Opening is create-then-turn everywhere but the CLI. */
+async function createThenTurn(s: Pick<Surface, 'turn'>, create: () => Promise<Outcome>, input: string): Promise<Opened> {
+  const created = await create()
+  if (!created.ok) return { created, first: null, id: undefined }
+  const id = created.value.session_id as string
+  return { created, first: await s.turn(id, input), id }
+}
+
+const query = (q: Params) => new URLSearchParams(Object.entries(q).map(([k, v]): [string, string] => [k, String(v)])).toString()
+
+// ---- REST -----------------------------------------------------------------------------
+
+/** A problem+json answer, checked against the table: status, media type, body. */
+function problem(status: number, contentType: unknown, body: any): Outcome {
+  const wire: string[] = []
+  const code = body?.code
+  if (!String(contentType ?? '').startsWith('application/problem+json')) wire.push(`content-type ${String(contentType)}`)
+  if (row(String(code))?.http !== status) wire.push(`HTTP ${status} for ${String(code)} (table: ${row(String(code))?.http})`)
+  if (body?.status !== status) wire.push(`problem.status ${body?.status} ≠ HTTP ${status}`)
+  return failure(code, body?.detail, wire)
+}
+
+function rest(res: ApiResponse, okStatus = 200): Outcome {
+  if (res.status === okStatus) return { ok: true, value: res.body }
+  return problem(res.status, res.headers['content-type'], res.body)
+}
+
+/**
+ * REST through the harness client (every response checked against openapi/openapi.json).
+ * `sse`: turns are read as their SSE stream (`Accept: text/event-stream`) and the result is
+ * rebuilt from the frames with the typed client's TurnAssembler; else they are JSON.
+ */
+export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
+  const { api } = h
+  const s: Surface = {
+    name: mode === 'json' ? 'rest' : 'rest-sse',
+    streaming: mode === 'sse',
+    capabilities: async () => rest(await api.get('/v1/capabilities')),
+    open: (req, input) => createThenTurn(s, async () => rest(await api.post('/v1/sessions', req), 201), input),
+    async turn(id, input, how = 'start') {
+      const path = `/v1/sessions/${id}/${how === 'start' ? 'turns' : 'resume'}`
+      if (mode === 'json') return { outcome: rest(await api.post(path, { input })), streamed: null }
+      const stream = await api.sse(path, { method: 'POST', body: { input } })
+      if (stream.status !== 200) return { outcome: problem(stream.status, stream.headers['content-type'], stream.problem), streamed: [] }
+      try {
+        const frames = await stream.until((f) => ['turn_completed', 'turn_failed', 'turn_requires_action'].includes(f.event), 10_000)
+        const assembler = new TurnAssembler()
+        let outcome: Outcome | undefined
+        for (const f of frames) {
+          const r = assembler.add(f.data as EventEnvelope)
+          if (r?.kind === 'result') outcome = { ok: true, value: r.result }
+          if (r?.kind === 'failed') outcome = failure(r.error.code, r.error.message, [])
+        }
+        const envelopes = frames.map((f) => f.data as EventEnvelope)
+        return { outcome: outcome ?? failure('<no end>', 'the turn stream ended without an outcome', []), streamed: compactionOf(frames.map((f) => f.event)), envelopes }
+      } finally {
+        stream.close()
+      }
+    },
+    read: async (id) => rest(await api.get(`/v1/sessions/${id}`)),
+    list: async (q) => rest(await api.get(`/v1/sessions?${query(q)}`)),
+    archive: async (id) => rest(await api.post(`/v1/sessions/${id}/archive`)),
+    search: async (q) => rest(await api.get(`/v1/memory/search?${query(q)}`)),
+    async close() {},
+  }
+  return s
+}
+
+// ---- JSON-RPC -------------------------------------------------------------------------
+
+/** A JSON-RPC response, checked against the table: `error.code` is the row's number, `error.data.code` its name. */
+function rpcOutcome(res: any): Outcome {
+  if (res && 'result' in res) return { ok: true, value: res.result }
+  const e = res?.error
+  const wire: string[] = []
+  const code = e?.data?.code
+  if (row(String(code))?.rpc !== e?.code) wire.push(`error.code ${e?.code} for ${String(code)} (table: ${row(String(code))?.rpc})`)
+  if (res?.jsonrpc !== '2.0') wire.push('jsonrpc is not "2.0"')
+  return failure(code, e?.message, wire)
+}
+
+/** The scenario over any JSON-RPC call function (HTTP or a stdio line channel). */
+function rpcSurface(name: string, call: (method: string, params: Params) => Promise<any>, streamed: ((id: string) => EventEnvelope[]) | null,
+  close: () => Promise<void>): Surface {
+  const s: Surface = {
+    name,
+    streaming: streamed !== null,
+    capabilities: async () => rpcOutcome(await call('capabilities/get', {})),
+    open: (req, input) => createThenTurn(s, async () => rpcOutcome(await call('session/create', req)), input),
+    async turn(id, input, how = 'start') {
+      const before = streamed?.(id).length ?? 0
+      const outcome = rpcOutcome(await call(how === 'start' ? 'turn/start' : 'session/resume', { session_id: id, input }))
+      if (!streamed) return { outcome, streamed: null }
+      const envelopes = streamed(id).slice(before)
+      return { outcome, streamed: compactionOf(envelopes.map((e) => e.type)), envelopes }
+    },
+    read: async (id) => rpcOutcome(await call('session/read', { session_id: id })),
+    list: async (q) => rpcOutcome(await call('session/list', q)),
+    archive: async (id) => rpcOutcome(await call('session/archive', { session_id: id })),
+    search: async (q) => rpcOutcome(await call('memory/search', q)),
+    close,
+  }
+  return s
+}
+
+export function rpcHttpSurface(h: Harness): Surface {
+  let n = 0
+  const call = async (method: string, params: Params) => {
+    const res = await request(`${h.url}/rpc`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++n, method, params }),
+    })
+    const body: any = await res.body.json()
+    if (res.statusCode !== 200) throw new Error(`POST /rpc answered HTTP ${res.statusCode}`)
+    if (body.id !== n) throw new Error(`POST /rpc answered id ${body.id} to request ${n}`)
+    return body
+  }
+  return rpcSurface('rpc-http', call, null, async () => {})
+}
+
+/**
+ * JSON-RPC over a stdio line channel: `serve` runs the server end on the two streams (the
+ * transport in-process, or `burrow rpc`); `event` notifications are collected per session.
+ */
+export function rpcStdioSurface(name: string, serve: (input: PassThrough, output: PassThrough) => Promise<unknown>): Surface {
+  const input = new PassThrough()
+  const output = new PassThrough()
+  const served = serve(input, output)
+  const pending = new Map<number, (msg: any) => void>()
+  const events = new Map<string, EventEnvelope[]>()
+  const problems: string[] = []
+  let n = 0
+  const lines = createInterface({ input: output, crlfDelay: Infinity })
+  lines.on('line', (line) => {
+    const msg = JSON.parse(line)
+    if (msg.method === 'event') {
+      const e = msg.params as EventEnvelope
+      if (!events.has(e.session_id)) events.set(e.session_id, [])
+      events.get(e.session_id)!.push(e)
+    } else if (pending.has(msg.id)) {
+      pending.get(msg.id)!(msg)
+      pending.delete(msg.id)
+    } else {
+      problems.push(`unexpected line: ${line.slice(0, 200)}`)
+    }
+  })
+  const call = (method: string, params: Params) => new Promise<any>((resolve) => {
+    const id = ++n
+    pending.set(id, resolve)
+    input.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+  })
+  return rpcSurface(name, call, (id) => events.get(id) ?? [], async () => {
+    input.end()
+    await served
+    lines.close()
+    if (problems.length > 0) throw new Error(`${name}: ${problems.join('; ')}`)
+  })
+}
+
+export function rpcStdioInProcess(h: Harness): Surface {
+  return rpcStdioSurface('rpc-stdio', (input, output) => runRpcStdio(h.burrow.service, {}, { input, output }))
+}
+
+// ---- MCP ------------------------------------------------------------------------------
+
+/** What mcp-server.ts says in a progress notification for each compaction event. */
+const MCP_PROGRESS: Record<string, string> = { 'compacting history': 'compaction_started', 'history compacted': 'compaction_completed' }
+
+type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }>; structuredContent?: any }
+
+/** An MCP tool result: an error is `isError` with `structuredContent.code` and text `error[CODE]: message`. */
+function mcpOutcome(r: ToolResult): Outcome {
+  if (!r.isError) return { ok: true, value: r.structuredContent }
+  const sc = r.structuredContent ?? {}
+  const wire: string[] = []
+  const text = r.content[0]?.text
+  if (text !== `error[${sc.code}]: ${sc.message}`) wire.push(`text ${JSON.stringify(text)}`)
+  return failure(sc.code, sc.message, wire)
+}
+
+export async function mcpSurface(h: Harness): Promise<Surface> {
+  const client = new Client({ name: 'burrow-parity', version: '1.0.0' })
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${h.url}/mcp`)))
+  const tool = async (name: string, args: Params, onprogress?: (p: Progress) => void) =>
+    (await client.callTool({ name, arguments: args }, undefined, onprogress ? { onprogress } : {})) as unknown as ToolResult
+  const s: Surface = {
+    name: 'mcp',
+    streaming: true,
+    capabilities: async () => mcpOutcome(await tool('capabilities_get', {})),
+    open: (req, input) => createThenTurn(s, async () => mcpOutcome(await tool('session_create', req)), input),
+    async turn(id, input, how = 'start') {
+      const progress: string[] = []
+      const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input }, (p) => { if (p.message) progress.push(p.message) })
+      return { outcome: mcpOutcome(r), streamed: progress.flatMap((m) => (MCP_PROGRESS[m] ? [MCP_PROGRESS[m]!] : [])) }
+    },
+    read: async (id) => mcpOutcome(await tool('session_read', { session_id: id })),
+    list: async (q) => mcpOutcome(await tool('session_list', q)),
+    archive: async (id) => mcpOutcome(await tool('session_archive', { session_id: id })),
+    search: async (q) => mcpOutcome(await tool('memory_search', q)),
+    close: () => client.close(),
+  }
+  return s
+}
