@@ -1,24 +1,35 @@
 /**
- * MCP over streamable HTTP at `/mcp`, stateless: every POST gets a fresh server and
- * transport (the SDK's recommended stateless pattern), so nothing is kept between
- * requests and any instance can answer. Responses are SSE streams (the MCP client
- * accepts both JSON and SSE), so a turn's progress notifications reach the client as
- * they happen. The bearer key goes into each tool call's CallContext; the service
- * authenticates it, so a missing or bad key is an `UNAUTHORIZED` tool error.
+ * MCP over streamable HTTP at `/mcp`, stateless: nothing is kept between requests, so
+ * any instance can answer and no `initialize` is needed first. One McpServer per mount
+ * serves every POST through HttpMuxTransport (see there: it keeps the SDK transport's
+ * checks without its per-request cost). Responses are SSE streams (the MCP client accepts
+ * both JSON and SSE), so a turn's progress notifications reach the client as they happen.
+ * The bearer key goes into each tool call's CallContext; the service authenticates it, so
+ * a missing or bad key is an `UNAUTHORIZED` tool error.
  *
- * Stateless means a client's `notifications/cancelled` arrives in another POST, at another
- * server, which has no such call: cancelling a tool call over HTTP does not stop its turn
- * (it does over stdio). A client that disconnects does not stop it either.
+ * Stateless means a client's `notifications/cancelled` cannot be told from another
+ * client's: cancelling a tool call over HTTP does not stop its turn (it does over stdio).
+ * A client that disconnects does not stop it either.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { ERROR_TABLE } from '../../core/errors.js'
 import type { SessionService } from '../../core/session-service.js'
 import { callContext } from '../rest/call-context.js'
 import { fromFastifyError } from '../rest/problem.js'
-import { createMcpServer, mcpIdle } from './mcp-server.js'
+import { HttpMuxTransport } from './mcp-http-transport.js'
+import { createMcpServer, toolCallOf } from './mcp-server.js'
 
 export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): void {
+  const transport = new HttpMuxTransport()
+  const server = createMcpServer(service, (extra) => transport.context(extra.requestId) ?? { apiKey: undefined, requestId: `mcp-${String(extra.requestId)}` }, {
+    logError: (err, requestId) => app.log.error({ err, reqId: requestId }, 'internal error in an MCP tool call'),
+    version: service.capabilities().version,
+    cancellation: false,
+  })
+  transport.toolCall = toolCallOf(server)
+  const connected = server.connect(transport)
+  app.addHook('onClose', async () => { await server.close() })
+
   app.post('/mcp', {
     schema: { hide: true },
     // What fails before MCP sees the request (bad JSON, body limit, rate limit) is answered as a
@@ -31,28 +42,17 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       return reply.code(e.status).send({ jsonrpc: '2.0', id: null, error: { code, message, data: { code: e.code } } })
     },
   }, async (req, reply) => {
+    await connected
     const { apiKey } = callContext(req)
-    const server = createMcpServer(service, () => ({ apiKey, requestId: req.id }), {
-      logError: (err) => req.log.error({ err }, 'internal error in an MCP tool call'),
-      version: service.capabilities().version,
-    })
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
-    // Headers set by hooks (x-request-id, CORS) would be lost with the hijacked reply: hand them to the raw response.
-    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value)
+    const version = req.headers['mcp-protocol-version']
+    // Headers set by hooks (x-request-id, CORS) go with the hijacked reply.
+    const headers: Record<string, string | number | string[]> = {}
+    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
     reply.hijack()
-    // A client that disconnects does not cancel its turn (as on REST): the server closes once its calls end.
-    reply.raw.on('close', () => {
-      void mcpIdle(server).then(() => Promise.all([transport.close(), server.close()])).catch(() => {})
-    })
-    try {
-      await server.connect(transport)
-      // The app has parsed the JSON body already; an empty body reaches the transport as null (a JSON-RPC parse error).
-      await transport.handleRequest(req.raw, reply.raw, req.body ?? null)
-    } catch (err) {
-      req.log.error({ err }, 'MCP request failed')
-      if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(rpcError(-32603, ERROR_TABLE.INTERNAL.message))
-      else reply.raw.end()
-    }
+    // An empty body reaches the transport as null (a JSON-RPC parse error).
+    const refused = transport.handle(req.body ?? null, req.headers.accept, Array.isArray(version) ? version[0] : version, reply.raw,
+      { apiKey, requestId: req.id }, headers)
+    if (refused) reply.raw.writeHead(refused.status, { ...headers, 'content-type': 'application/json' }).end(rpcError(refused.code, refused.message))
   })
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).

@@ -6,6 +6,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
   CallToolRequestSchema, ErrorCode, McpError,
   type CallToolResult, type ServerNotification, type ServerRequest, type ToolAnnotations,
@@ -19,14 +20,19 @@ import {
   CreateSessionInput, EmptyInput, invalidArguments, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
 } from './mcp-schemas.js'
 
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
-/** What each tool call gets from its transport (the service authenticates `apiKey`). */
-export type McpCallContext = () => { apiKey?: string | undefined; requestId: string }
+export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
+/** What each tool call gets from its transport (the service authenticates `apiKey`); `extra` is the call's. */
+export type McpCallContext = (extra: Extra) => { apiKey?: string | undefined; requestId: string }
 export interface McpServerOptions {
   /** Called with unexpected (`INTERNAL`) errors, which clients see without detail. */
   logError?: (err: unknown, requestId: string) => void
   /** The version the server reports to clients (the service's, from its capabilities). */
   version?: string
+  /**
+   * Whether the transport delivers a client's cancellations (default true). Stateless HTTP
+   * does not; a turn without progress then runs without listening to its events.
+   */
+  cancellation?: boolean
 }
 
 interface Tool<S extends z.ZodType = z.ZodType> {
@@ -41,12 +47,35 @@ const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_
   '(turn_run); the session keeps the history, compacts it when it grows long and can recall compacted history ' +
   '(memory_search). Errors come back as tool errors with a stable code, e.g. error[SESSION_NOT_FOUND].'
 
+/** A `tools/call` as the server answers it (also thrown: McpError for an unknown tool). */
+export type McpToolCall = (params: { name: string; arguments?: Record<string, unknown> | undefined }, extra: Extra) => Promise<CallToolResult>
+const toolCalls = new WeakMap<McpServer, McpToolCall>()
+
+/**
+ * The server's `tools/call` handler itself, for a transport that dispatches tool calls
+ * without the SDK's generic request path (see mcp-http-transport.ts).
+ */
+export function toolCallOf(mcp: McpServer): McpToolCall {
+  const f = toolCalls.get(mcp)
+  if (!f) throw new Error('not a server made by createMcpServer')
+  return f
+}
+
+/**
+ * One JSON Schema validator for every server: the SDK otherwise builds an Ajv instance per
+ * server (~1 ms), and HTTP builds a server per request. It is only used for elicitation
+ * replies, which Burrow does not request, and it caches compiled schemas, so sharing is safe.
+ */
+let validator: AjvJsonSchemaValidator | undefined
+
 /** Builds the MCP server; `ctxFor` is asked once per tool call. */
 export function createMcpServer(service: SessionOperations, ctxFor: McpCallContext, opts: McpServerOptions = {}): McpServer {
-  const mcp = new McpServer({ name: 'burrow', version: opts.version ?? '0.0.0' }, { instructions: INSTRUCTIONS })
+  const mcp = new McpServer({ name: 'burrow', version: opts.version ?? '0.0.0' }, {
+    instructions: INSTRUCTIONS, jsonSchemaValidator: validator ??= new AjvJsonSchemaValidator(),
+  })
   const turn = (op: 'startTurn' | 'resume') => async (a: z.output<typeof TurnInput>, ctx: CallContext, extra: Extra) => {
     const { session_id: id, ...req } = a
-    const result = await runTurn(service, op, id, req, ctx, extra)
+    const result = await runTurn(service, op, id, req, ctx, extra, opts.cancellation ?? true)
     return { result, text: turnText(result) }
   }
 
@@ -120,7 +149,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
   }
 
   const call = async (t: Tool, args: unknown, extra: Extra): Promise<CallToolResult> => {
-    const ctx: CallContext = { ...ctxFor() }
+    const ctx: CallContext = { ...ctxFor(extra) }
     try {
       const { result, text } = await t.run(args, ctx, extra)
       return { content: [{ type: 'text', text }], structuredContent: result as Record<string, unknown> }
@@ -139,26 +168,29 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
   // The SDK validates arguments before our callback and turns a failure into untyped text
   // ("MCP error -32602: Input validation error: …"). This replaces its tools/call handler
   // (documented: setRequestHandler replaces) to answer with INVALID_REQUEST like every surface.
-  mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-    const t = Object.hasOwn(tools, req.params.name) ? tools[req.params.name] : undefined
-    if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${req.params.name}`)
-    const args = req.params.arguments ?? {}
+  const callTool: McpToolCall = async (params, extra) => {
+    const t = Object.hasOwn(tools, params.name) ? tools[params.name] : undefined
+    if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
+    const args = params.arguments ?? {}
     const parsed = t.schema.safeParse(args)
     if (!parsed.success) {
       const e = invalidArguments(parsed.error, args)
       return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }], structuredContent: { ...e.data, code: e.code, message: e.message } }
     }
     return track(mcp, call(t, parsed.data, extra))
-  })
+  }
+  mcp.server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params, extra))
+  toolCalls.set(mcp, callTool)
   return mcp
 }
 
 /** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */
 async function runTurn(
   service: SessionOperations, op: 'startTurn' | 'resume', id: string, req: Omit<z.output<typeof TurnInput>, 'session_id'>,
-  ctx: CallContext, extra: Extra,
+  ctx: CallContext, extra: Extra, cancellation: boolean,
 ): Promise<TurnResult> {
   const progress = progressReporter(extra)
+  if (!progress && !cancellation) return service[op](id, req, ctx)
   let started = false
   ctx.onEvent = (e) => { started = true; progress?.onEvent(e) }
   const onAbort = () => { if (started) service.interrupt(id, { apiKey: ctx.apiKey, requestId: ctx.requestId }).catch(() => {}) }
