@@ -13,11 +13,13 @@
  */
 import type { EventEnvelope } from '../src/core/events.js'
 import type { EffectiveCompaction, SessionRecord } from '../src/core/session-record.js'
-import { SILENT_LOGGER } from '../src/core/logger.js'
-import { CompactionController } from '../src/session/compaction-controller.js'
-import { checkRebuild, planRebuild } from '../src/session/history-rebuild.js'
-import { applyEvent, summaryMessage } from '../src/session/session-reducer.js'
+import { appImport } from './lib/app.js'
 import { isMain, metric, target, type BenchResult } from './lib/types.js'
+
+const { SILENT_LOGGER } = await appImport<typeof import('../src/core/logger.js')>('core/logger.js')
+const { CompactionController } = await appImport<typeof import('../src/session/compaction-controller.js')>('session/compaction-controller.js')
+const { checkRebuild, planRebuild } = await appImport<typeof import('../src/session/history-rebuild.js')>('session/history-rebuild.js')
+const { applyEvent, summaryMessage } = await appImport<typeof import('../src/session/session-reducer.js')>('session/session-reducer.js')
 
 const CFG: EffectiveCompaction = { auto_compact_threshold: Number.MAX_SAFE_INTEGER, recent_turn_budget: 4, max_summary_tokens: 4096, min_turns_between_compactions: 3, max_history_messages: null }
 

@@ -25,12 +25,15 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { NewMemoryEntry } from '../src/core/memory-store.js'
-import { HashedEmbedder } from '../src/memory/hashed-embedder.js'
-import { DEFAULT_HNSW, type HnswParams } from '../src/memory/hnsw-index.js'
-import { HnswMemoryStore } from '../src/memory/hnsw-memory-store.js'
-import { CANDIDATES } from '../src/memory/memory-ranking.js'
+import type { HnswParams } from '../src/memory/hnsw-index.js'
+import { appImport } from './lib/app.js'
 import { shortTexts } from './lib/memory-corpus.js'
 import { isMain, metric, target, type BenchResult, type Metric } from './lib/types.js'
+
+const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
+const { DEFAULT_HNSW } = await appImport<typeof import('../src/memory/hnsw-index.js')>('memory/hnsw-index.js')
+const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
+const { CANDIDATES } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
 
 const N = Number(process.env.BENCH_HNSW_ENTRIES ?? 100_000)
 const QUERIES = 200

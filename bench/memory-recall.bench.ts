@@ -20,13 +20,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { MemoryQuery, MemoryStore, NewMemoryEntry } from '../src/core/memory-store.js'
-import { BruteForceMemoryStore } from '../src/memory/brute-force-memory-store.js'
-import { HashedEmbedder } from '../src/memory/hashed-embedder.js'
-import { DEFAULT_HNSW } from '../src/memory/hnsw-index.js'
-import { CANDIDATES } from '../src/memory/memory-ranking.js'
-import { HnswMemoryStore } from '../src/memory/hnsw-memory-store.js'
+import { appImport } from './lib/app.js'
 import { RECALL_SEED, recallCorpus, type CorpusQuery } from './lib/memory-corpus.js'
 import { isMain, metric, percentile, target, type BenchResult, type Metric } from './lib/types.js'
+
+const { BruteForceMemoryStore } = await appImport<typeof import('../src/memory/brute-force-memory-store.js')>('memory/brute-force-memory-store.js')
+const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
+const { DEFAULT_HNSW } = await appImport<typeof import('../src/memory/hnsw-index.js')>('memory/hnsw-index.js')
+const { CANDIDATES } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
+const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
 
 type Mode = NonNullable<MemoryQuery['mode']>
 const MODES: Mode[] = ['vector', 'keyword', 'hybrid']

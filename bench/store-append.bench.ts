@@ -23,10 +23,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { EventEnvelope } from '../src/core/events.js'
 import type { SessionRecord } from '../src/core/session-record.js'
-import { openLmdbEnv } from '../src/store/lmdb-env.js'
-import { LmdbSessionRepository } from '../src/store/lmdb-session-repository.js'
 import { config, SessionLog, sessionId } from '../test/contract/fixtures.js'
+import { appImport } from './lib/app.js'
 import { isMain, metric, percentile, target, type BenchResult } from './lib/types.js'
+
+const { openLmdbEnv } = await appImport<typeof import('../src/store/lmdb-env.js')>('store/lmdb-env.js')
+const { LmdbSessionRepository } = await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
 
 /** Concurrent writers (each one session at a time): the sessions committing at once. */
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 64)

@@ -20,16 +20,19 @@ import http from 'node:http'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DEFAULT_TENANT } from '../src/core/ids.js'
 import type { EventEnvelope, EventType } from '../src/core/events.js'
 import type { SessionRecord } from '../src/core/session-record.js'
-import { idempotencyKey } from '../src/session/idempotency.js'
-import { applyEvent } from '../src/session/session-reducer.js'
-import { LmdbSessionRepository } from '../src/store/lmdb-session-repository.js'
 import { config, SessionLog, sessionId } from '../test/contract/fixtures.js'
+import { appImport } from './lib/app.js'
 import { BURROW_ENV } from './lib/env.js'
 import { startServer } from './lib/child.js'
 import { isMain, metric, target, type BenchResult } from './lib/types.js'
+
+const { DEFAULT_TENANT } = await appImport<typeof import('../src/core/ids.js')>('core/ids.js')
+const { idempotencyKey } = await appImport<typeof import('../src/session/idempotency.js')>('session/idempotency.js')
+const { applyEvent } = await appImport<typeof import('../src/session/session-reducer.js')>('session/session-reducer.js')
+const { LmdbSessionRepository } = await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
+type LmdbSessionRepository = Awaited<ReturnType<typeof LmdbSessionRepository.open>>
 
 const BIG_EVENTS = Number(process.env.BENCH_BIG_EVENTS ?? 100_000)
 const MANY = Number(process.env.BENCH_MANY_SESSIONS ?? 10_000)

@@ -1,8 +1,9 @@
-import { fork, type ChildProcess } from 'node:child_process'
+import { execFileSync, fork, type ChildProcess } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ensureBuilt } from './app.js'
 import type { ChildMessage, ServerStats, StartupTimings } from './server.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -21,6 +22,19 @@ export interface ServerChild {
 }
 
 /**
+ * BENCH_PIN=1 (Linux, taskset): the server (every thread) on the last CPU, this process (the
+ * load generator) on the others, so neither steals the other's core and the figures of one
+ * run agree better. Off by default: it also limits the server to one core.
+ */
+function pinCpus(serverPid: number): void {
+  if (process.env.BENCH_PIN !== '1') return
+  const last = availableParallelism() - 1
+  if (last < 1) return
+  execFileSync('taskset', ['-a', '-p', '-c', String(last), String(serverPid)], { stdio: 'ignore' })
+  execFileSync('taskset', ['-a', '-p', '-c', last === 1 ? '0' : `0-${last - 1}`, String(process.pid)], { stdio: 'ignore' })
+}
+
+/**
  * Starts bench/lib/server.ts in a child process (`node --import tsx`), so the
  * load generator in this process is measured apart from the server.
  * BENCH_CPU_PROF=1 writes V8 CPU profiles of the server to bench/.profiles/<mode>/ (one per
@@ -28,7 +42,10 @@ export interface ServerChild {
  */
 export async function startServer(mode: 'burrow' | 'hello', env: Record<string, string> = {}): Promise<ServerChild> {
   const execArgv = ['--import', 'tsx', '--expose-gc']
+  // BENCH_NODE_ARGS: more node flags for the server only (e.g. '--trace-gc --max-semi-space-size=32').
+  execArgv.push(...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean))
   if (process.env.BENCH_CPU_PROF === '1') execArgv.push('--cpu-prof', `--cpu-prof-dir=${join(REPO_ROOT, 'bench', '.profiles', mode)}`)
+  ensureBuilt()
   const forkedAt = performance.now()
   const child: ChildProcess = fork(join(here, 'server.ts'), [mode], {
     cwd: REPO_ROOT,
@@ -48,6 +65,7 @@ export async function startServer(mode: 'burrow' | 'hello', env: Record<string, 
   })
   const startup = { ...timings, forkToReadyMs: performance.now() - forkedAt }
   const pid = child.pid!
+  pinCpus(pid)
   return {
     url,
     pid,

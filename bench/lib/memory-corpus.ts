@@ -19,7 +19,9 @@
  *
  * `shortTexts()` yields short one-to-three-sentence messages, for the HNSW scale benchmark.
  */
-import { splitPassages } from '../../src/memory/passages.js'
+import { appImport } from './app.js'
+
+const { splitPassages } = await appImport<typeof import('../../src/memory/passages.js')>('memory/passages.js')
 
 // ---------------------------------------------------------------------------------------------
 // PRNG

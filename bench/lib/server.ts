@@ -2,7 +2,7 @@
  * The server side of a benchmark, run in a child process (see child.ts) so the
  * load generator's CPU and memory are not counted against the service.
  *
- *   argv[2] = 'burrow' — createBurrow(loadConfig(env)) with env from BENCH_SERVER_ENV (JSON)
+ *   argv[2] = 'burrow' — createBurrow(loadConfig(env)) with env from BENCH_SERVER_ENV (JSON), from dist/ (lib/app.ts)
  *   argv[2] = 'hello'  — a minimal fastify app: POST /hello → {"hello":"world"}
  *
  * IPC: sends {type:'ready', url, timings} once listening (timings: ms since the process started); answers {type:'stats', gc} with
@@ -10,9 +10,7 @@
  * {type:'stop'} closes the server and exits.
  */
 import Fastify from 'fastify'
-import { createBurrow } from '../../src/app/burrow.js'
-import { loadConfig } from '../../src/app/config.js'
-import { createLogger } from '../../src/app/logger.js'
+import { appImport } from './app.js'
 
 export interface ServerStats {
   rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number
@@ -39,6 +37,9 @@ let createdMs = NaN
 async function start(mode: string): Promise<{ url: string; close: () => Promise<void> }> {
   if (mode === 'burrow') {
     const env = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>
+    const { createBurrow } = await appImport<typeof import('../../src/app/burrow.js')>('app/burrow.js')
+    const { loadConfig } = await appImport<typeof import('../../src/app/config.js')>('app/config.js')
+    const { createLogger } = await appImport<typeof import('../../src/app/logger.js')>('app/logger.js')
     const burrow = await createBurrow(loadConfig(env), { logger: createLogger('silent'), defaultMetrics: false })
     createdMs = performance.now()
     const url = await burrow.listen()

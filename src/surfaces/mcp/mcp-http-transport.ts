@@ -111,11 +111,18 @@ export class HttpMuxTransport implements Transport {
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
       return { status: 406, code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }
     }
-    const raw = Array.isArray(body) ? body : [body]
-    if (raw.length === 0 || raw.length > MAX_BATCH) return { status: 400, code: -32600, message: `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages` }
-    if (!raw.every(isMessage)) return { status: 400, code: -32700, message: 'Parse error: Invalid JSON-RPC message' }
-    const messages = raw as JSONRPCMessage[]
-    const initialize = messages.some((m) => 'method' in m && m.method === 'initialize' && 'id' in m)
+    const messages = (Array.isArray(body) ? body : [body]) as JSONRPCMessage[]
+    if (messages.length === 0 || messages.length > MAX_BATCH) return { status: 400, code: -32600, message: `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages` }
+    let initialize = false
+    let requests = 0
+    for (const m of messages as unknown[]) {
+      if (!isMessage(m)) return { status: 400, code: -32700, message: 'Parse error: Invalid JSON-RPC message' }
+      const r = m as { method?: unknown; id?: unknown }
+      if (r.method !== undefined && 'id' in r) {
+        requests++
+        if (r.method === 'initialize') initialize = true
+      }
+    }
     if (initialize && messages.length > 1) return { status: 400, code: -32600, message: 'Invalid Request: Only one initialization request is allowed' }
     if (!initialize && protocolVersion !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion)) {
       return {
@@ -124,34 +131,34 @@ export class HttpMuxTransport implements Transport {
       }
     }
 
-    const requests = messages.filter((m) => 'method' in m && 'id' in m)
     const ex: Exchange = { res, ctx, open: new Map(), headers, started: false, gone: false }
-    for (const m of requests) {
-      const id = ++this.next
-      ex.open.set(id, (m as { id: RequestId }).id)
-      this.pending.set(id, ex)
-    }
-    if (requests.length === 0) {
+    if (requests === 0) {
       res.writeHead(202, headers).end()
     } else {
       // A client that goes away does not stop its calls (as on REST); their answers are dropped.
       res.on('close', () => { ex.gone = true })
     }
-    const ids = [...ex.open.keys()]
-    let n = 0
+    // Every request of the POST is registered before any is dispatched, so none can end the stream early.
+    const first = this.next + 1
+    for (const m of messages) if ('method' in m && 'id' in m) this.register(ex, m.id)
+    let id = first
     for (const m of messages) {
-      if ('method' in m && m.method === 'notifications/cancelled') continue // another client's id space: see above
-      if ('method' in m && 'id' in m) {
-        const id = ids[n++]!
-        if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) this.direct(this.toolCall, id, m.params)
-        else this.onmessage?.({ ...m, id })
-      } else if (!('method' in m)) {
-        continue // a response to a server request: stateless, the server sends none
-      } else {
-        this.onmessage?.(m)
+      if (!('method' in m)) continue // a response to a server request: stateless, the server sends none
+      if (!('id' in m)) {
+        if (m.method !== 'notifications/cancelled') this.onmessage?.(m) // cancelled: another client's id space, see above
+        continue
       }
+      if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) this.direct(this.toolCall, id, m.params)
+      else this.onmessage?.({ ...m, id })
+      id++
     }
     return null
+  }
+
+  private register(ex: Exchange, clientId: RequestId): void {
+    const id = ++this.next
+    ex.open.set(id, clientId)
+    this.pending.set(id, ex)
   }
 
   /** A tools/call through the server's handler; answered (and errors mapped) as the SDK's Protocol answers. */
@@ -180,8 +187,7 @@ export class HttpMuxTransport implements Transport {
     const ex = typeof internal === 'number' ? this.pending.get(internal) : undefined
     // Messages of no POST (server-initiated requests, notifications unrelated to a request) have no stream to go to.
     if (!ex || typeof internal !== 'number') return
-    const out = isResponse ? { ...message, id: ex.open.get(internal)! } : message
-    const event = `event: message\ndata: ${JSON.stringify(out)}\n\n`
+    const event = `event: message\ndata: ${isResponse ? responseJson(message, ex.open.get(internal)!) : JSON.stringify(message)}\n\n`
     if (!isResponse) return write(ex, event)
     ex.open.delete(internal)
     this.pending.delete(internal)
@@ -192,11 +198,18 @@ export class HttpMuxTransport implements Transport {
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }
 
+/** A response under the client's id (written out rather than copied with the id replaced: this is every call's path). */
+function responseJson(message: JSONRPCMessage, clientId: RequestId): string {
+  const m = message as { result?: unknown; error?: unknown }
+  const body = m.error !== undefined ? `"error":${JSON.stringify(m.error)}` : `"result":${JSON.stringify(m.result)}`
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(clientId)},${body}}`
+}
+
 function write(ex: Exchange, chunk: string): void {
   if (ex.gone) return
   if (!ex.started) {
     ex.started = true
-    ex.res.writeHead(200, { ...ex.headers, ...SSE_HEADERS })
+    ex.res.writeHead(200, Object.assign(ex.headers, SSE_HEADERS))
   }
   ex.res.write(chunk)
 }
@@ -208,6 +221,10 @@ function write(ex: Exchange, chunk: string): void {
 function end(ex: Exchange, last = ''): void {
   if (ex.gone) return
   ex.gone = true
-  if (!ex.started) ex.res.writeHead(200, { ...ex.headers, ...SSE_HEADERS, 'content-length': Buffer.byteLength(last) })
+  if (!ex.started) {
+    const headers = Object.assign(ex.headers, SSE_HEADERS)
+    headers['content-length'] = Buffer.byteLength(last)
+    ex.res.writeHead(200, headers)
+  }
   ex.res.end(last)
 }

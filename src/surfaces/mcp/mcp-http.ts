@@ -27,7 +27,8 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
     cancellation: false,
   })
   transport.toolCall = toolCallOf(server)
-  const connected = server.connect(transport)
+  let ready = false
+  const connected = server.connect(transport).then(() => { ready = true })
   app.addHook('onClose', async () => { await server.close() })
 
   app.post('/mcp', {
@@ -42,12 +43,12 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       return reply.code(e.status).send({ jsonrpc: '2.0', id: null, error: { code, message, data: { code: e.code } } })
     },
   }, async (req, reply) => {
-    await connected
+    if (!ready) await connected
     const { apiKey } = callContext(req)
     const version = req.headers['mcp-protocol-version']
     // Headers set by hooks (x-request-id, CORS) go with the hijacked reply.
-    const headers: Record<string, string | number | string[]> = {}
-    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
+    const headers = reply.getHeaders() as Record<string, string | number | string[]> // a copy, ours to extend
+    for (const name in headers) if (headers[name] === undefined) delete headers[name]
     reply.hijack()
     // An empty body reaches the transport as null (a JSON-RPC parse error).
     const refused = transport.handle(req.body ?? null, req.headers.accept, Array.isArray(version) ? version[0] : version, reply.raw,
