@@ -37,8 +37,8 @@ export interface ExchangeContext { apiKey: string | undefined; requestId: string
 interface Exchange {
   res: ServerResponse
   ctx: ExchangeContext
-  /** Internal id → the client's id, for this POST's requests still unanswered. */
-  open: Map<number, RequestId>
+  /** Internal id → the client's id, for this POST's requests still unanswered (null: a single call, see handle). */
+  open: Map<number, RequestId> | null
   headers: Record<string, string | number | string[]>
   started: boolean
   gone: boolean
@@ -97,8 +97,9 @@ export class HttpMuxTransport implements Transport {
   }
 
   /** The context of the POST that carried the request with this (internal) id. */
-  context(id: RequestId): ExchangeContext | undefined {
-    return typeof id === 'number' ? this.pending.get(id)?.ctx : undefined
+  context(extra: { requestId: RequestId }): ExchangeContext | undefined {
+    const own = (extra as { exchange?: ExchangeContext }).exchange // set on the direct paths' extra
+    return own ?? (typeof extra.requestId === 'number' ? this.pending.get(extra.requestId)?.ctx : undefined)
   }
 
   /**
@@ -131,6 +132,16 @@ export class HttpMuxTransport implements Transport {
       }
     }
 
+    // The usual POST: one plain tools/call without a progress token. Nothing can be sent on its
+    // stream but its answer, so it needs no id mapping and no registration.
+    if (!Array.isArray(body) && requests === 1 && this.toolCall) {
+      const m = body as { id: RequestId; method: string; params?: unknown }
+      if (m.method === 'tools/call' && isPlainToolCall(m.params) && m.params._meta?.progressToken === undefined) {
+        this.single(this.toolCall, m.id, m.params, { res, ctx, open: null, headers, started: false, gone: false })
+        return null
+      }
+    }
+
     const ex: Exchange = { res, ctx, open: new Map(), headers, started: false, gone: false }
     if (requests === 0) {
       res.writeHead(202, headers).end()
@@ -148,7 +159,7 @@ export class HttpMuxTransport implements Transport {
         if (m.method !== 'notifications/cancelled') this.onmessage?.(m) // cancelled: another client's id space, see above
         continue
       }
-      if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) this.direct(this.toolCall, id, m.params)
+      if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) this.direct(this.toolCall, id, m.params, ctx)
       else this.onmessage?.({ ...m, id })
       id++
     }
@@ -157,27 +168,33 @@ export class HttpMuxTransport implements Transport {
 
   private register(ex: Exchange, clientId: RequestId): void {
     const id = ++this.next
-    ex.open.set(id, clientId)
+    ex.open!.set(id, clientId)
     this.pending.set(id, ex)
   }
 
   /** A tools/call through the server's handler; answered (and errors mapped) as the SDK's Protocol answers. */
-  private direct(toolCall: McpToolCall, id: number, params: PlainToolCall): void {
+  private direct(toolCall: McpToolCall, id: number, params: PlainToolCall, ctx: ExchangeContext): void {
     const extra = {
-      signal: NEVER, requestId: id, _meta: params._meta, sessionId: undefined,
+      signal: NEVER, requestId: id, _meta: params._meta, sessionId: undefined, exchange: ctx,
       sendNotification: (n: { method: string; params?: unknown }) => this.send({ ...n, jsonrpc: '2.0' } as JSONRPCMessage, { relatedRequestId: id }),
-      sendRequest: () => Promise.reject(new Error('stateless HTTP: the server sends no requests')),
+      sendRequest: refuseRequest,
     } as unknown as Extra
     toolCall(params, extra).then(
       (result) => this.send({ jsonrpc: '2.0', id, result }),
-      (err: { code?: unknown; message?: unknown; data?: unknown }) => this.send({
-        jsonrpc: '2.0', id,
-        error: {
-          code: Number.isSafeInteger(err?.code) ? err.code as number : -32603,
-          message: typeof err?.message === 'string' ? err.message : 'Internal error',
-          ...(err?.data !== undefined ? { data: err.data } : {}),
-        },
-      }),
+      (err: unknown) => this.send({ jsonrpc: '2.0', id, error: protocolError(err) }),
+    ).catch((err: unknown) => this.onerror?.(err as Error))
+  }
+
+  /** The single plain tools/call of a POST (see handle): its answer ends the stream. */
+  private single(toolCall: McpToolCall, clientId: RequestId, params: PlainToolCall, ex: Exchange): void {
+    const extra = {
+      signal: NEVER, requestId: ++this.next, _meta: params._meta, sessionId: undefined, exchange: ex.ctx,
+      sendNotification: (n: { method: string; params?: unknown }) => { write(ex, `event: message\ndata: ${JSON.stringify({ ...n, jsonrpc: '2.0' })}\n\n`) },
+      sendRequest: refuseRequest,
+    } as unknown as Extra
+    toolCall(params, extra).then(
+      (result) => end(ex, `event: message\ndata: ${responseJson({ jsonrpc: '2.0', id: 0, result } as JSONRPCMessage, clientId)}\n\n`),
+      (err: unknown) => end(ex, `event: message\ndata: ${responseJson({ jsonrpc: '2.0', id: 0, error: protocolError(err) } as JSONRPCMessage, clientId)}\n\n`),
     ).catch((err: unknown) => this.onerror?.(err as Error))
   }
 
@@ -187,16 +204,29 @@ export class HttpMuxTransport implements Transport {
     const ex = typeof internal === 'number' ? this.pending.get(internal) : undefined
     // Messages of no POST (server-initiated requests, notifications unrelated to a request) have no stream to go to.
     if (!ex || typeof internal !== 'number') return
-    const event = `event: message\ndata: ${isResponse ? responseJson(message, ex.open.get(internal)!) : JSON.stringify(message)}\n\n`
+    const event = `event: message\ndata: ${isResponse ? responseJson(message, ex.open!.get(internal)!) : JSON.stringify(message)}\n\n`
     if (!isResponse) return write(ex, event)
-    ex.open.delete(internal)
+    const open = ex.open!
+    open.delete(internal)
     this.pending.delete(internal)
-    if (ex.open.size > 0) write(ex, event)
+    if (open.size > 0) write(ex, event)
     else end(ex, event)
   }
 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }
+
+const refuseRequest = () => Promise.reject(new Error('stateless HTTP: the server sends no requests'))
+
+/** A handler's failure as the SDK's Protocol answers it (McpError keeps its code and data). */
+function protocolError(e: unknown): { code: number; message: string; data?: unknown } {
+  const err = e as { code?: unknown; message?: unknown; data?: unknown } | undefined
+  return {
+    code: Number.isSafeInteger(err?.code) ? err!.code as number : -32603,
+    message: typeof err?.message === 'string' ? err.message : 'Internal error',
+    ...(err?.data !== undefined ? { data: err.data } : {}),
+  }
+}
 
 /** A response under the client's id (written out rather than copied with the id replaced: this is every call's path). */
 function responseJson(message: JSONRPCMessage, clientId: RequestId): string {
@@ -206,7 +236,7 @@ function responseJson(message: JSONRPCMessage, clientId: RequestId): string {
 }
 
 function write(ex: Exchange, chunk: string): void {
-  if (ex.gone) return
+  if (ex.gone || ex.res.destroyed) return
   if (!ex.started) {
     ex.started = true
     ex.res.writeHead(200, Object.assign(ex.headers, SSE_HEADERS))
@@ -219,7 +249,7 @@ function write(ex: Exchange, chunk: string): void {
  * no progress, one request) goes out as one write with a Content-Length.
  */
 function end(ex: Exchange, last = ''): void {
-  if (ex.gone) return
+  if (ex.gone || ex.res.destroyed) return
   ex.gone = true
   if (!ex.started) {
     const headers = Object.assign(ex.headers, SSE_HEADERS)

@@ -21,7 +21,7 @@ import { createMcpServer, toolCallOf } from './mcp-server.js'
 
 export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): void {
   const transport = new HttpMuxTransport()
-  const server = createMcpServer(service, (extra) => transport.context(extra.requestId) ?? { apiKey: undefined, requestId: `mcp-${String(extra.requestId)}` }, {
+  const server = createMcpServer(service, (extra) => transport.context(extra) ?? { apiKey: undefined, requestId: `mcp-${String(extra.requestId)}` }, {
     logError: (err, requestId) => app.log.error({ err, reqId: requestId }, 'internal error in an MCP tool call'),
     version: service.capabilities().version,
     cancellation: false,

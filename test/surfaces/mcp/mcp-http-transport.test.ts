@@ -3,6 +3,7 @@
 // batch of calls on one stream), and the direct tools/call path answering exactly as the
 // SDK's request path does.
 import t from 'tap'
+import { connect } from 'node:net'
 import { request } from 'undici'
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
 import { closeHarness } from '../../client/close.js'
@@ -126,5 +127,28 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     t.match(progress.at(-1), { id: 9, result: { structuredContent: { output_text: 'echo: with progress' } } })
     for (const m of progress.slice(0, -1)) t.match(m, { method: 'notifications/progress', params: { progressToken: 'p1' } })
     t.notOk(progress.slice(0, -1).some((m) => 'id' in m), 'notifications carry no id')
+  })
+
+  await t.test('a client that goes away: its turn runs on, its answer is dropped, the server serves on', async (t) => {
+    const before = (await post(tool(1, 'session_read', { session_id: other }))).messages[0].result.structuredContent.turn_count as number
+    // A whole request on a raw socket that closes as soon as it is written.
+    const body = JSON.stringify(tool(1, 'turn_run', { session_id: other, input: 'nobody listens' }))
+    const { port } = new URL(h.url)
+    await new Promise<void>((resolve, reject) => {
+      const sock = connect(Number(port), '127.0.0.1', () => {
+        sock.end(`POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: ${ACCEPT}\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, () => { sock.destroy(); resolve() })
+      })
+      sock.on('error', reject)
+    })
+    // One turn at a time per session: wait until the abandoned turn has ended, then run another.
+    let turns = before
+    for (let i = 0; i < 100 && turns === before; i++) {
+      await new Promise((r) => setTimeout(r, 20))
+      turns = (await post(tool(1, 'session_read', { session_id: other }))).messages[0].result.structuredContent.turn_count
+    }
+    t.equal(turns, before + 1, 'the abandoned turn completed')
+    const next = (await post(tool(7, 'turn_run', { session_id: other, input: 'still here' }))).messages
+    t.match(next, [{ id: 7, result: { structuredContent: { output_text: 'echo: still here', turn: before + 2 } } }])
   })
 })
