@@ -1,7 +1,8 @@
-// Values are msgpack records whose structures msgpackr shares per database (32 by default) and
-// defines inline past that. A data directory reads back what it wrote, across reopen, with far
-// more value shapes than the shared limit. (Raising the limit cut ~20 % of a durable turn's CPU in
-// a benchmark, but with lmdb 3.5.6 values then failed to decode after reopening: this test caught it.)
+// Values are msgpack records; lmdb-js (as configured here) writes each value's record structures
+// into the value itself. A data directory reads back what it wrote, across reopen, with many value
+// shapes. (An encoding change must keep this true: `maxSharedStructures` without a
+// `sharedStructuresKey` looks fine until the environment is reopened — the shared structures were
+// never stored — and then values no longer decode. This test catches that.)
 import t, { type Test } from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
