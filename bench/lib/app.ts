@@ -13,7 +13,8 @@ import { existsSync, readdirSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+/** The repository's root directory. */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
 export const APP = process.env.BENCH_APP === 'src' ? 'src' : 'dist'
 
@@ -32,10 +33,10 @@ let built = process.env.BENCH_APP_BUILT === '1' || APP === 'src'
 /** Builds dist/ (npm run build) when it is missing or older than src/; once per process. */
 export function ensureBuilt(): void {
   if (built) return
-  const dist = join(ROOT, 'dist')
-  if (!existsSync(join(dist, 'app', 'burrow.js')) || newest(join(ROOT, 'src'), '.ts') > newest(dist, '.js')) {
+  const dist = join(REPO_ROOT, 'dist')
+  if (!existsSync(join(dist, 'app', 'burrow.js')) || newest(join(REPO_ROOT, 'src'), '.ts') > newest(dist, '.js')) {
     console.log('[bench] building dist/ (npm run build) — the benchmarks measure the compiled service')
-    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] })
+    execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] })
   }
   built = true
   process.env.BENCH_APP_BUILT = '1' // children forked from here skip the check
@@ -44,5 +45,5 @@ export function ensureBuilt(): void {
 /** Imports a service module by its path under src/ or dist/ (`'store/lmdb-env.js'`), from the build by default. */
 export async function appImport<T>(rel: string): Promise<T> {
   ensureBuilt()
-  return (await import(pathToFileURL(join(ROOT, APP, rel)).href)) as T
+  return (await import(pathToFileURL(join(REPO_ROOT, APP, rel)).href)) as T
 }

@@ -1,13 +1,13 @@
 import { execFileSync, fork, type ChildProcess } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { ensureBuilt } from './app.js'
+import { ensureBuilt, REPO_ROOT } from './app.js'
 import type { ChildMessage, ServerStats, StartupTimings } from './server.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
-export const REPO_ROOT = resolve(here, '..', '..')
+export { REPO_ROOT }
 
 export interface ServerChild {
   url: string

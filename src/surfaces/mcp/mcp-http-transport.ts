@@ -18,8 +18,9 @@
  * A plain `tools/call` (params: name, arguments, _meta) goes straight to the server's own
  * tools/call handler (`toolCall`), without the SDK's generic request path (its zod checks of
  * the message, the request and the result cost more than the rest of the call): the same
- * handler, the same result, the same progress notifications. Every other message, and a
- * tools/call with anything more, takes the SDK's path.
+ * handler, the same result, the same progress notifications. It answers on its own POST's
+ * stream, so it needs no id mapping: only requests that take the SDK's path (every other
+ * message, and a tools/call with anything more) are given an internal id.
  *
  * Stateless means a client's `notifications/cancelled` names an id of its own that the
  * server cannot tell from another client's: cancellations are acknowledged and dropped
@@ -28,24 +29,25 @@
 import type { ServerResponse } from 'node:http'
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { ERROR_TABLE } from '../../core/errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
 
 /** What a tool call learns of the HTTP request that carried it. */
 export interface ExchangeContext { apiKey: string | undefined; requestId: string }
 
-/** One POST: its response stream and the requests on it still unanswered. */
+/** One POST: its response stream and how many of its requests are still unanswered. */
 interface Exchange {
   res: ServerResponse
   ctx: ExchangeContext
-  /** Internal id → the client's id, for this POST's requests still unanswered (null: a single call, see handle). */
-  open: Map<number, RequestId> | null
   headers: Record<string, string | number | string[]>
-  started: boolean
-  gone: boolean
+  unanswered: number
 }
 
-/** An HTTP-level refusal, answered as the SDK's transport answers it. */
-export interface Refusal { status: number; code: number; message: string }
+/** A request that took the SDK's path, under its internal id: where and under which id to answer it. */
+interface Routed { ex: Exchange; clientId: RequestId }
+
+/** An HTTP-level refusal, answered as the SDK's transport answers it (`burrowCode`: a row of the error table). */
+export interface Refusal { status: number; code: number; message: string; burrowCode?: string }
 
 const MAX_BATCH = 100
 
@@ -69,11 +71,13 @@ function isPlainToolCall(p: unknown): p is PlainToolCall {
  * response (id, result or error). The server validates each method's params against its own
  * schema (the SDK's, and each tool's), so the envelope is all that is checked here.
  */
-function isMessage(m: unknown): boolean {
+function isMessage(m: unknown): m is JSONRPCMessage {
   if (!isObject(m) || m.jsonrpc !== '2.0') return false
   if ('method' in m) return typeof m.method === 'string' && (!('id' in m) || isId(m.id)) && (m.params === undefined || isObject(m.params))
   return isId(m.id) && (('result' in m && isObject(m.result)) !== ('error' in m && isObject(m.error)))
 }
+
+const isRequest = (m: JSONRPCMessage): m is JSONRPCMessage & { id: RequestId; method: string } => 'method' in m && 'id' in m
 
 export class HttpMuxTransport implements Transport {
   onclose?: (() => void) | undefined
@@ -83,7 +87,8 @@ export class HttpMuxTransport implements Transport {
   /** The server's tools/call handler (toolCallOf(server)), for the direct path; without it every call takes the SDK's. */
   toolCall: McpToolCall | undefined
   private next = 0
-  private readonly pending = new Map<number, Exchange>()
+  /** Requests on the SDK's path, by internal id. */
+  private readonly routed = new Map<number, Routed>()
   private closed = false
 
   async start(): Promise<void> {}
@@ -91,15 +96,19 @@ export class HttpMuxTransport implements Transport {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    for (const ex of new Set(this.pending.values())) end(ex)
-    this.pending.clear()
+    // Streams waiting on the SDK's path end now; a direct call's stream ends with its answer (the
+    // service finishes or interrupts running turns before the server closes). No registry of
+    // POSTs is kept for that: the usual POST touches no long-lived collection (with a Set of open
+    // POSTs, surface-overhead measured 1.2–1.7× REST's CPU per turn against 1.2–1.3× without).
+    for (const r of this.routed.values()) end(r.ex)
+    this.routed.clear()
     this.onclose?.()
   }
 
-  /** The context of the POST that carried the request with this (internal) id. */
+  /** The context of the POST that carried a request: on a direct call's extra, or found by the SDK path's internal id. */
   context(extra: { requestId: RequestId }): ExchangeContext | undefined {
-    const own = (extra as { exchange?: ExchangeContext }).exchange // set on the direct paths' extra
-    return own ?? (typeof extra.requestId === 'number' ? this.pending.get(extra.requestId)?.ctx : undefined)
+    const own = (extra as { exchange?: ExchangeContext }).exchange
+    return own ?? (typeof extra.requestId === 'number' ? this.routed.get(extra.requestId)?.ex.ctx : undefined)
   }
 
   /**
@@ -108,20 +117,22 @@ export class HttpMuxTransport implements Transport {
    */
   handle(body: unknown, accept: string | undefined, protocolVersion: string | undefined, res: ServerResponse,
     ctx: ExchangeContext, headers: Record<string, string | number | string[]>): Refusal | null {
-    if (this.closed) return { status: 503, code: -32000, message: 'Service Unavailable: the server is shutting down' }
+    if (this.closed) {
+      const e = ERROR_TABLE.SHUTTING_DOWN
+      return { status: e.http, code: e.rpc, message: e.message, burrowCode: 'SHUTTING_DOWN' }
+    }
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
       return { status: 406, code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }
     }
-    const messages = (Array.isArray(body) ? body : [body]) as JSONRPCMessage[]
+    const messages: unknown[] = Array.isArray(body) ? body : [body]
     if (messages.length === 0 || messages.length > MAX_BATCH) return { status: 400, code: -32600, message: `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages` }
     let initialize = false
     let requests = 0
-    for (const m of messages as unknown[]) {
+    for (const m of messages) {
       if (!isMessage(m)) return { status: 400, code: -32700, message: 'Parse error: Invalid JSON-RPC message' }
-      const r = m as { method?: unknown; id?: unknown }
-      if (r.method !== undefined && 'id' in r) {
+      if (isRequest(m)) {
         requests++
-        if (r.method === 'initialize') initialize = true
+        if (m.method === 'initialize') initialize = true
       }
     }
     if (initialize && messages.length > 1) return { status: 400, code: -32600, message: 'Invalid Request: Only one initialization request is allowed' }
@@ -132,85 +143,54 @@ export class HttpMuxTransport implements Transport {
       }
     }
 
-    // The usual POST: one plain tools/call without a progress token. Nothing can be sent on its
-    // stream but its answer, so it needs no id mapping and no registration.
-    if (!Array.isArray(body) && requests === 1 && this.toolCall) {
-      const m = body as { id: RequestId; method: string; params?: unknown }
-      if (m.method === 'tools/call' && isPlainToolCall(m.params) && m.params._meta?.progressToken === undefined) {
-        this.single(this.toolCall, m.id, m.params, { res, ctx, open: null, headers, started: false, gone: false })
-        return null
-      }
-    }
-
-    const ex: Exchange = { res, ctx, open: new Map(), headers, started: false, gone: false }
-    if (requests === 0) {
-      res.writeHead(202, headers).end()
-    } else {
-      // A client that goes away does not stop its calls (as on REST); their answers are dropped.
-      res.on('close', () => { ex.gone = true })
-    }
-    // Every request of the POST is registered before any is dispatched, so none can end the stream early.
-    const first = this.next + 1
-    for (const m of messages) if ('method' in m && 'id' in m) this.register(ex, m.id)
-    let id = first
-    for (const m of messages) {
+    if (requests === 0) res.writeHead(202, headers).end()
+    // Every request is counted before any is dispatched, so none can end the stream early.
+    const ex: Exchange = { res, ctx, headers, unanswered: requests }
+    for (const m of messages as JSONRPCMessage[]) {
       if (!('method' in m)) continue // a response to a server request: stateless, the server sends none
-      if (!('id' in m)) {
+      if (!isRequest(m)) {
         if (m.method !== 'notifications/cancelled') this.onmessage?.(m) // cancelled: another client's id space, see above
-        continue
+      } else if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) {
+        this.direct(this.toolCall, ex, m.id, m.params)
+      } else {
+        const id = ++this.next
+        this.routed.set(id, { ex, clientId: m.id })
+        this.onmessage?.({ ...m, id })
       }
-      if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) this.direct(this.toolCall, id, m.params, ctx)
-      else this.onmessage?.({ ...m, id })
-      id++
     }
     return null
   }
 
-  private register(ex: Exchange, clientId: RequestId): void {
-    const id = ++this.next
-    ex.open!.set(id, clientId)
-    this.pending.set(id, ex)
-  }
-
-  /** A tools/call through the server's handler; answered (and errors mapped) as the SDK's Protocol answers. */
-  private direct(toolCall: McpToolCall, id: number, params: PlainToolCall, ctx: ExchangeContext): void {
-    const extra = {
-      signal: NEVER, requestId: id, _meta: params._meta, sessionId: undefined, exchange: ctx,
-      sendNotification: (n: { method: string; params?: unknown }) => this.send({ ...n, jsonrpc: '2.0' } as JSONRPCMessage, { relatedRequestId: id }),
-      sendRequest: refuseRequest,
-    } as unknown as Extra
-    toolCall(params, extra).then(
-      (result) => this.send({ jsonrpc: '2.0', id, result }),
-      (err: unknown) => this.send({ jsonrpc: '2.0', id, error: protocolError(err) }),
-    ).catch((err: unknown) => this.onerror?.(err as Error))
-  }
-
-  /** The single plain tools/call of a POST (see handle): its answer ends the stream. */
-  private single(toolCall: McpToolCall, clientId: RequestId, params: PlainToolCall, ex: Exchange): void {
+  /** A tools/call through the server's handler, answered on its POST's stream (errors mapped as the SDK's Protocol maps them). */
+  private direct(toolCall: McpToolCall, ex: Exchange, clientId: RequestId, params: PlainToolCall): void {
     const extra = {
       signal: NEVER, requestId: ++this.next, _meta: params._meta, sessionId: undefined, exchange: ex.ctx,
-      sendNotification: (n: { method: string; params?: unknown }) => { write(ex, `event: message\ndata: ${JSON.stringify({ ...n, jsonrpc: '2.0' })}\n\n`) },
+      sendNotification: async (n: { method: string; params?: unknown }) => { write(ex, JSON.stringify({ ...n, jsonrpc: '2.0' })) },
       sendRequest: refuseRequest,
     } as unknown as Extra
     toolCall(params, extra).then(
-      (result) => end(ex, `event: message\ndata: ${responseJson({ jsonrpc: '2.0', id: 0, result } as JSONRPCMessage, clientId)}\n\n`),
-      (err: unknown) => end(ex, `event: message\ndata: ${responseJson({ jsonrpc: '2.0', id: 0, error: protocolError(err) } as JSONRPCMessage, clientId)}\n\n`),
+      (result) => this.answer(ex, responseJson(clientId, 'result', result)),
+      (err: unknown) => this.answer(ex, responseJson(clientId, 'error', protocolError(err))),
     ).catch((err: unknown) => this.onerror?.(err as Error))
   }
 
+  /** What the SDK's Protocol sends: responses to routed requests (under the client's id) and their notifications. */
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const isResponse = 'id' in message && !('method' in message)
     const internal = isResponse ? (message as { id: RequestId }).id : options?.relatedRequestId
-    const ex = typeof internal === 'number' ? this.pending.get(internal) : undefined
+    const r = typeof internal === 'number' ? this.routed.get(internal) : undefined
     // Messages of no POST (server-initiated requests, notifications unrelated to a request) have no stream to go to.
-    if (!ex || typeof internal !== 'number') return
-    const event = `event: message\ndata: ${isResponse ? responseJson(message, ex.open!.get(internal)!) : JSON.stringify(message)}\n\n`
-    if (!isResponse) return write(ex, event)
-    const open = ex.open!
-    open.delete(internal)
-    this.pending.delete(internal)
-    if (open.size > 0) write(ex, event)
-    else end(ex, event)
+    if (!r) return
+    if (!isResponse) return write(r.ex, JSON.stringify(message))
+    this.routed.delete(internal as number)
+    const m = message as { result?: unknown; error?: unknown }
+    this.answer(r.ex, m.error !== undefined ? responseJson(r.clientId, 'error', m.error) : responseJson(r.clientId, 'result', m.result))
+  }
+
+  /** One answer on a POST's stream; the last one ends it. */
+  private answer(ex: Exchange, json: string): void {
+    if (--ex.unanswered > 0) write(ex, json)
+    else end(ex, json)
   }
 }
 
@@ -228,33 +208,34 @@ function protocolError(e: unknown): { code: number; message: string; data?: unkn
   }
 }
 
-/** A response under the client's id (written out rather than copied with the id replaced: this is every call's path). */
-function responseJson(message: JSONRPCMessage, clientId: RequestId): string {
-  const m = message as { result?: unknown; error?: unknown }
-  const body = m.error !== undefined ? `"error":${JSON.stringify(m.error)}` : `"result":${JSON.stringify(m.result)}`
-  return `{"jsonrpc":"2.0","id":${JSON.stringify(clientId)},${body}}`
-}
-
-function write(ex: Exchange, chunk: string): void {
-  if (ex.gone || ex.res.destroyed) return
-  if (!ex.started) {
-    ex.started = true
-    ex.res.writeHead(200, Object.assign(ex.headers, SSE_HEADERS))
-  }
-  ex.res.write(chunk)
+/** A response under the client's id, written out (this is every call's path). */
+function responseJson(clientId: RequestId, kind: 'result' | 'error', value: unknown): string {
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(clientId)},"${kind}":${JSON.stringify(value)}}`
 }
 
 /**
- * Ends the stream with its last event. A stream that is all in one piece (the usual call:
- * no progress, one request) goes out as one write with a Content-Length.
+ * One SSE event (a JSON-RPC message). A response whose client went away is dropped: the
+ * response is destroyed then (its turn runs on, as on REST).
  */
-function end(ex: Exchange, last = ''): void {
-  if (ex.gone || ex.res.destroyed) return
-  ex.gone = true
-  if (!ex.started) {
+function write(ex: Exchange, json: string): void {
+  const res = ex.res
+  if (res.destroyed || res.writableEnded) return
+  if (!res.headersSent) res.writeHead(200, Object.assign(ex.headers, SSE_HEADERS))
+  res.write(`event: message\ndata: ${json}\n\n`)
+}
+
+/**
+ * Ends the stream, with its last event if any. A stream that is all in one piece (the usual
+ * call: no progress, one request) goes out as one write with a Content-Length.
+ */
+function end(ex: Exchange, json?: string): void {
+  const res = ex.res
+  if (res.destroyed || res.writableEnded) return
+  const last = json === undefined ? '' : `event: message\ndata: ${json}\n\n`
+  if (!res.headersSent) {
     const headers = Object.assign(ex.headers, SSE_HEADERS)
     headers['content-length'] = Buffer.byteLength(last)
-    ex.res.writeHead(200, headers)
+    res.writeHead(200, headers)
   }
-  ex.res.end(last)
+  res.end(last)
 }

@@ -53,7 +53,7 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
     // An empty body reaches the transport as null (a JSON-RPC parse error).
     const refused = transport.handle(req.body ?? null, req.headers.accept, Array.isArray(version) ? version[0] : version, reply.raw,
       { apiKey, requestId: req.id }, headers)
-    if (refused) reply.raw.writeHead(refused.status, { ...headers, 'content-type': 'application/json' }).end(rpcError(refused.code, refused.message))
+    if (refused) reply.raw.writeHead(refused.status, { ...headers, 'content-type': 'application/json' }).end(rpcError(refused.code, refused.message, refused.burrowCode))
   })
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
@@ -63,6 +63,6 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
   app.delete('/mcp', { schema: { hide: true } }, notAllowed)
 }
 
-function rpcError(code: number, message: string): string {
-  return JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null })
+function rpcError(code: number, message: string, burrowCode?: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', error: { code, message, ...(burrowCode ? { data: { code: burrowCode } } : {}) }, id: null })
 }

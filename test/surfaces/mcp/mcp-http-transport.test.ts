@@ -6,6 +6,8 @@ import t from 'tap'
 import { connect } from 'node:net'
 import { request } from 'undici'
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
+import { ERROR_TABLE } from '../../../src/core/errors.js'
+import { HttpMuxTransport } from '../../../src/surfaces/mcp/mcp-http-transport.js'
 import { closeHarness } from '../../client/close.js'
 import { startBurrow } from '../../helpers/harness.js'
 
@@ -151,4 +153,17 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     const next = (await post(tool(7, 'turn_run', { session_id: other, input: 'still here' }))).messages
     t.match(next, [{ id: 7, result: { structuredContent: { output_text: 'echo: still here', turn: before + 2 } } }])
   })
+})
+
+t.test('a closed transport refuses with SHUTTING_DOWN from the error table', async (t) => {
+  const transport = new HttpMuxTransport()
+  let closed = 0
+  transport.onclose = () => { closed++ }
+  await transport.close()
+  await transport.close()
+  t.equal(closed, 1, 'onclose once')
+  // The refusal comes before the response is touched.
+  const refused = transport.handle({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, ACCEPT, undefined, null as never, { apiKey: undefined, requestId: 'r' }, {})
+  t.same(refused, { status: ERROR_TABLE.SHUTTING_DOWN.http, code: ERROR_TABLE.SHUTTING_DOWN.rpc, message: ERROR_TABLE.SHUTTING_DOWN.message, burrowCode: 'SHUTTING_DOWN' })
+  t.equal(refused!.status, 503)
 })
