@@ -113,7 +113,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const persistent = new PersistentSessionService({
     ...common,
     repository,
-    onCommit: (id) => projector.notify(id),
+    onCommit: (id, events) => projector.notify(id, events),
     onDelete: (id) => projector.remove(id),
   })
   service = persistent

@@ -23,12 +23,10 @@ export class LiveSession {
   lastActive = Date.now()
   /** Set when a commit failed: the in-memory record may be ahead of the log. */
   broken = false
-  private tail: Promise<unknown> = Promise.resolve()
-  private inFlight = 0
   /**
-   * Publication of events that are committed but not yet durable (fsync durability):
-   * everything published goes through this one chain, so subscribers see events in order
-   * and only once they are on disk, while the turn itself goes on.
+   * Publication of events that are not yet committed or durable: everything published goes
+   * through this one chain, so subscribers see events in order and only once they are stored
+   * (and on disk, with fsync durability), while the turn itself goes on.
    */
   private gate: Promise<void> | null = null
 
@@ -47,24 +45,52 @@ export class LiveSession {
   get tenant(): string { return this.record.config.tenant }
 
   /**
-   * Commits events in order (applied to the record, persisted, then published —
-   * a subscriber never sees an event that is not durable). Calls are serialised.
-   * Resolves once the batch is committed (synchronously when there is nothing to wait
-   * for); `settled()` waits until it is also durable and published — what an
-   * acknowledgement to the client must wait for.
+   * Applies events to the record and hands them to the store, in order; returns them at once.
+   * The store may write them later, together with the session's next events (group commit):
+   * nothing waits for that but what must — publication (a subscriber never sees an event that
+   * is not stored) and acknowledgements, which wait for `settled()`. A failed commit breaks the
+   * session (its record is ahead of the log) and makes `settled()` reject.
    */
-  emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
-    // Usually nothing is in flight and the batch starts at once; otherwise it queues behind.
-    const run = this.inFlight === 0 ? this.emitNow(turn, events) : this.tail.then(() => this.emitNow(turn, events))
-    if (!(run instanceof Promise)) return run
-    this.inFlight++
-    this.tail = run.then(() => { this.inFlight-- }, () => { this.inFlight-- })
-    return run
+  emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] {
+    if (this.broken) throw new Error(`session ${this.id} is out of sync with its log`)
+    const at = this.now().toISOString()
+    const out: EventEnvelope[] = []
+    for (const p of events) {
+      if (!isStoredEventType(p.type)) throw new Error('text_delta goes through delta()')
+      const e = { seq: this.record.last_seq + 1, session_id: this.id, turn, type: p.type, at, data: p.data } as EventEnvelope
+      this.record = applyEvent(this.record, e)
+      out.push(e)
+    }
+    let pending: Promise<void> | void
+    try {
+      pending = this.commit(out, this.record)
+    } catch (err) {
+      this.broken = true
+      throw err
+    }
+    this.lastActive = Date.now()
+    if (!pending && !this.durable && !this.gate) {
+      for (const e of out) this.deliver(e)
+      return out
+    }
+    const durable = this.durable
+    this.chain(async () => {
+      await pending
+      // Waiting for the flush starts once committed (it must cover this commit).
+      if (durable) await durable()
+      for (const e of out) this.deliver(e)
+    })
+    return out
+  }
+
+  /** Whether anyone watches this session's events live: the current call's own stream, or a subscriber. */
+  watched(): boolean {
+    return this.callSink !== null || this.listened()
   }
 
   /** A text delta: never stored, published at once with the seq of the last stored event. */
   delta(turn: number, text: string): void {
-    if (!this.callSink && !this.listened()) return // deltas are never stored: without a listener there is nothing to do
+    if (!this.watched()) return // deltas are never stored: without a listener there is nothing to do
     const e: EventEnvelope<'text_delta'> = {
       seq: this.record.last_seq, session_id: this.id, turn, type: 'text_delta', at: this.now().toISOString(), data: { text },
     }
@@ -82,42 +108,6 @@ export class LiveSession {
     const next: Promise<void> = (this.gate ?? Promise.resolve()).then(step).catch(() => { this.broken = true })
     this.gate = next
     void next.then(() => { if (this.gate === next) this.gate = null })
-  }
-
-  private emitNow(turn: number, events: readonly PendingEvent[]): EventEnvelope[] | Promise<EventEnvelope[]> {
-    if (this.broken) throw new Error(`session ${this.id} is out of sync with its log`)
-    const at = this.now().toISOString()
-    const out: EventEnvelope[] = []
-    for (const p of events) {
-      if (!isStoredEventType(p.type)) throw new Error('text_delta goes through delta()')
-      const e = { seq: this.record.last_seq + 1, session_id: this.id, turn, type: p.type, at, data: p.data } as EventEnvelope
-      this.record = applyEvent(this.record, e)
-      out.push(e)
-    }
-    let pending: Promise<void> | void
-    try {
-      pending = this.commit(out, this.record)
-    } catch (err) {
-      this.broken = true
-      throw err
-    }
-    if (!pending) return this.committed(out)
-    return pending.then(() => this.committed(out), (err: unknown) => { this.broken = true; throw err })
-  }
-
-  private committed(out: EventEnvelope[]): EventEnvelope[] {
-    this.lastActive = Date.now()
-    if (!this.durable) {
-      for (const e of out) this.deliver(e)
-      return out
-    }
-    // Waiting for the flush starts now (it covers this commit); publication follows it, in order.
-    const flushed = this.durable()
-    this.chain(async () => {
-      await flushed
-      for (const e of out) this.deliver(e)
-    })
-    return out
   }
 
   private deliver(e: EventEnvelope): void {

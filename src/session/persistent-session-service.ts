@@ -11,8 +11,8 @@ import { closeOpenTurn } from './turn-runner.js'
 
 export interface PersistentDeps extends Omit<SessionServiceDeps, 'idempotency'> {
   repository: SessionRepository
-  /** Told after every commit (the projector). */
-  onCommit?: (sessionId: string) => void
+  /** Told after every commit, with the events it stored (the projector). */
+  onCommit?: (sessionId: string, events: readonly EventEnvelope[]) => void
   /** Told when a session is deleted (the projector removes its files). */
   onDelete?: (sessionId: string) => Promise<void>
 }
@@ -31,7 +31,7 @@ export class PersistentSessionService extends BaseSessionService {
     this.repo = pdeps.repository
     const notify = pdeps.onCommit
     this.commit = notify
-      ? async (events, record) => { await this.repo.commit(events, record); notify(record.session_id) }
+      ? async (events, record) => { await this.repo.commit(events, record); notify(record.session_id, events) }
       : (events, record) => this.repo.commit(events, record)
   }
 
@@ -53,6 +53,7 @@ export class PersistentSessionService extends BaseSessionService {
       const turn = record.open_turn.turn
       const s = this.adopt(record)
       await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
+      await this.settle(s)
       this.deps.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
       n++
     }

@@ -1,5 +1,6 @@
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import type { EventEnvelope } from '../core/events.js'
 import type { Logger } from '../core/logger.js'
 import type { SessionRepository } from '../core/stores.js'
 import { toView } from '../core/views.js'
@@ -22,6 +23,8 @@ export class Projector {
   /** When each session may be projected again: a busy session waits `minIntervalMs`, or 20× its last projection's time. */
   private readonly nextAt = new Map<string, number>()
   private readonly root: string
+  /** Committed events not yet projected, per session (so the projector rarely reads the log back); bounded. */
+  private readonly recent = new Map<string, EventEnvelope[]>()
 
   /** The live record of a session, when the service has it in memory (saves loading it from the store). */
   peek: (id: string) => SessionRecord | undefined = () => undefined
@@ -37,8 +40,15 @@ export class Projector {
     this.schedule()
   }
 
-  notify(sessionId: string): void {
+  /** Told after each commit, with the events it stored. */
+  notify(sessionId: string, events: readonly EventEnvelope[] = []): void {
     if (this.closed) return
+    if (events.length > 0) {
+      const list = this.recent.get(sessionId)
+      if (!list) this.recent.set(sessionId, events.slice())
+      else if (list.length + events.length > RECENT_MAX) this.recent.delete(sessionId) // fallen far behind: read the log instead
+      else for (const e of events) list.push(e)
+    }
     this.dirty.add(sessionId)
     this.schedule()
   }
@@ -60,6 +70,7 @@ export class Projector {
 
   async remove(sessionId: string): Promise<void> {
     this.dirty.delete(sessionId)
+    this.recent.delete(sessionId)
     this.nextAt.delete(sessionId)
     await this.working
     await rm(join(this.root, sessionId), { recursive: true, force: true })
@@ -130,12 +141,35 @@ export class Projector {
       try { transcript = await readFile(transcriptPath, 'utf8') } catch { from = 0 } // missing file: start over
     }
     await mkdir(dir, { recursive: true })
-    for (const e of await this.repo.events.readAfter(id, from, lastSeq)) transcript += renderEvent(e)
+    for (const e of await this.eventsBetween(id, from, lastSeq)) transcript += renderEvent(e)
     await atomicWrite(transcriptPath, transcript)
     await atomicWrite(join(dir, 'session.json'), json)
     await this.repo.projection.projected(id, lastSeq)
   }
+
+  /** Stored events in `(from, upTo]`: those notified since the last projection, then the log for whatever they miss. */
+  private async eventsBetween(id: string, from: number, upTo: number): Promise<EventEnvelope[]> {
+    const list = this.recent.get(id) ?? []
+    let i = 0
+    while (i < list.length && list[i]!.seq <= from) i++
+    const out: EventEnvelope[] = []
+    // Usable only if they start right after the checkpoint (a restart or the bound leaves a gap).
+    if (i < list.length && list[i]!.seq === from + 1) for (; i < list.length && list[i]!.seq <= upTo; i++) out.push(list[i]!)
+    const covered = out.length > 0 ? out[out.length - 1]!.seq : from
+    if (covered < upTo) for (const e of await this.repo.events.readAfter(id, covered, upTo)) out.push(e)
+    // What is projected now is not needed again.
+    const rest = this.recent.get(id)
+    if (rest) {
+      let j = 0
+      while (j < rest.length && rest[j]!.seq <= upTo) j++
+      if (j === rest.length) this.recent.delete(id)
+      else rest.splice(0, j)
+    }
+    return out
+  }
 }
+
+const RECENT_MAX = 4096
 
 async function atomicWrite(path: string, content: string): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`

@@ -60,6 +60,9 @@ export class TurnRunner {
       await session.emit(turn, events)
     }
     try {
+      // Watched live, the model is called once the turn's start is published, so its text streams as it
+      // comes; unwatched, the start is committed together with whatever follows it (group commit).
+      if (session.watched()) await session.settled()
       return await this.loop(session, turn, firstSeq, start.maxTokens ?? this.deps.defaultMaxTokens, signal)
     } catch (err) {
       throw await this.fail(session, turn, firstSeq, err, signal)

@@ -2,12 +2,12 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
 
-export const SCHEMA_VERSION = 2
+export const SCHEMA_VERSION = 3
 
-/** The named databases of Burrow's LMDB environment (keys are ordered-binary, values msgpack). */
+/** The named databases of Burrow's LMDB environment (keys are ordered-binary, values JSON). */
 export interface BurrowDbs {
   meta: Database<unknown, string>
-  /** [session_id, seq] → event envelope */
+  /** [session_id, first seq] → a LogRow: the consecutive events one batch appended to the session's log, and the messages they added */
   events: Database<unknown, [string, number]>
   /** session_id → snapshot head (the record without its configuration, notes and long lists) */
   heads: Database<unknown, string>
@@ -15,9 +15,7 @@ export interface BurrowDbs {
   configs: Database<unknown, string>
   /** session_id → session notes (written when they change) */
   notes: Database<unknown, string>
-  /** [session_id, index] → { m: message, s: seq } */
-  messages: Database<unknown, [string, number]>
-  /** [session_id, turn] → token totals of the turn */
+  /** [session_id, chunk] → [turn, input, output, compaction] tokens of turns chunk·16+1 … chunk·16+16 (the chunk still filling lives in the head) */
   turnUsage: Database<unknown, [string, number]>
   /** [tenant, session_id] → 1, and [tenant, status, session_id] → 1: list indexes */
   byTenant: Database<unknown, [string, string]>
@@ -51,9 +49,9 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
   // relaxed: no fsync at all — a commit is in the OS's page cache, which survives the process
   // (kill -9) but not a power loss; fsync: every acknowledged commit is flushed first.
   const root: RootDatabase = open({ path: join(dataDir, 'lmdb'), maxDbs: 20, noMemInit: true, ...(durability === 'relaxed' ? { noSync: true } : {}) })
-  const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name })
+  const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name, encoding: 'json' })
   const dbs: BurrowDbs = {
-    meta: db('meta'), events: db('events'), heads: db('heads'), configs: db('configs'), notes: db('notes'), messages: db('messages'), turnUsage: db('turn_usage'),
+    meta: db('meta'), events: db('events'), heads: db('heads'), configs: db('configs'), notes: db('notes'), turnUsage: db('turn_usage'),
     byTenant: db('by_tenant'), byStatus: db('by_status'), running: db('running'), checkpoints: db('projection_checkpoints'),
     pending: db('projection_pending'), idempotency: db('idempotency'),
   }

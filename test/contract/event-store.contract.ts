@@ -47,4 +47,28 @@ export function eventStoreContract(t: Test, factory: RepositoryFactory): void {
     }))
     for (const l of logs) t.same(await repo.events.readAfter(l.id, 0), l.events)
   })
+
+  t.test('commits queued without waiting for each other land in order, and reads start at any seq', async (t) => {
+    const { repo, cleanup } = await factory()
+    t.teardown(cleanup)
+    const log = new SessionLog(sessionId(4))
+    const other = new SessionLog(sessionId(5))
+    // What the service does: a turn's events are handed over as they happen, without awaiting each commit.
+    const commits = [log.create(), other.create(), log.startTurn('a'), other.turn('x')]
+    const more = [log.add(1, { type: 'assistant_message', data: { message: { role: 'assistant', content: [{ type: 'text', text: 'A' }] }, usage: { input_tokens: 1, output_tokens: 1 }, stop_reason: 'end_turn', model: 'offline:echo', step: 1, client_tool_call_ids: [] } }),
+      log.add(1, { type: 'turn_completed', data: { output_text: 'A', usage: { input_tokens: 1, output_tokens: 1 }, stop_reason: 'end_turn' } }),
+      log.turn('b'), log.turn('c')]
+    await Promise.all([...commits, ...more].map((c) => repo.commit(c.events, c.record)))
+    const all = log.events
+    t.equal(all.length, 10)
+    t.same(await repo.events.readAfter(log.id, 0), all)
+    for (let after = 0; after <= all.length; after++) {
+      t.same((await repo.events.readAfter(log.id, after)).map((e) => e.seq), all.slice(after).map((e) => e.seq), `after ${after}`)
+      t.same((await repo.events.readAfter(log.id, after, after + 2)).map((e) => e.seq), all.slice(after, after + 2).map((e) => e.seq), `after ${after}, up to ${after + 2}`)
+      t.same((await repo.events.readAfter(log.id, after, Infinity, 1)).map((e) => e.seq), all.slice(after, after + 1).map((e) => e.seq), `after ${after}, limit 1`)
+    }
+    t.same(await repo.events.readAfter(log.id, 3, 3), [], 'an empty range')
+    t.same(await repo.events.readAfter(other.id, 0), other.events)
+    t.same(await repo.sessions.get(log.id), log.record, 'the snapshot is the one after the last commit')
+  })
 }

@@ -171,4 +171,43 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     t.same(await again.sessions.runningTurns(), [log.id])
     t.same(await again.events.readAfter(log.id, 0), log.events)
   })
+
+  withRepo('usage by turn over many turns, with compaction tokens on the last turn, reads back equal', async (t, repo, ctx) => {
+    const log = new SessionLog(sessionId(601))
+    await commitAll(repo, log, log.create())
+    for (let i = 1; i <= 100; i++) {
+      await commitAll(repo, log, log.turn(`turn ${i}`))
+      // Now and then a manual compaction's usage lands on the turn that just ended (a closed turn).
+      if (i % 33 === 0) await commitAll(repo, log, log.add(i, { type: 'compaction_failed', data: { error: 'x', usage: { input_tokens: 7, output_tokens: i } } }))
+    }
+    await commitAll(repo, log, log.startTurn('open'))
+    const got = await repo.sessions.get(log.id)
+    t.equal(got!.usage_by_turn.length, 101)
+    t.same(got!.usage_by_turn, log.record!.usage_by_turn)
+    t.same(got, log.record)
+    t.same(rebuild(await repo.events.readAfter(log.id, 0)), got, 'rebuild(log) == snapshot')
+    if (ctx.reopen) {
+      await repo.close()
+      const again = await ctx.reopen()
+      t.same(await again.sessions.get(log.id), log.record, 'after reopening')
+    }
+  })
+
+  withRepo('a refused commit does not hold back the other sessions queued with it', async (t, repo) => {
+    const a = new SessionLog(sessionId(701))
+    const b = new SessionLog(sessionId(702))
+    await commitAll(repo, a, a.create())
+    await commitAll(repo, b, b.create())
+    const good = a.turn('x')
+    const results = await Promise.allSettled([
+      repo.commit(good.events.slice(1), good.record),
+      repo.commit(...Object.values(b.turn('y')) as [any, any]),
+    ])
+    t.equal(results[0].status, 'rejected', 'the gap is refused')
+    t.equal(results[1].status, 'fulfilled', 'the other session lands')
+    t.same(await repo.sessions.get(b.id), b.record)
+    t.equal(await repo.events.lastSeq(a.id), 1)
+    await repo.commit(good.events, good.record)
+    t.same(await repo.sessions.get(a.id), a.record)
+  })
 }
