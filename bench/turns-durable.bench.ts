@@ -156,9 +156,11 @@ export async function run(): Promise<BenchResult> {
     `Status codes — ephemeral ${JSON.stringify(e.statusCodes)}, fsync ${JSON.stringify(f.statusCodes)}, relaxed ${JSON.stringify(r.statusCodes)}.`,
     `Turns/s first → last second of the measured run: ephemeral ${secs(e)}, fsync ${secs(f)}, relaxed ${secs(r)}; ` +
       `≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of the fsync run.`,
-    'A turn on `offline:echo` commits three times (turn_started; assistant_message; turn_completed), each commit awaited before the ' +
-      'next step, so with `fsync` a turn waits for three group-commit flushes. With the store on, the projector (session.json + ' +
-      'transcript.md per session, debounced) runs in the same process and its CPU is included.',
+    'A turn hands its events to the store as they happen and does not wait for them (LmdbBatchWriter): the store writes every session ' +
+      'queued while lmdb-js committed the previous batch in one child transaction, so an `offline:echo` turn — whose answer comes before ' +
+      'that — usually reaches the log as one row (its three events and two messages) and one head write, and the batches of all 100 sessions ' +
+      'share one transaction and, at `fsync`, one flush. The response waits for the flush of its own batch. With the store on, the projector ' +
+      '(session.json + transcript.md per session, at most once a second each) runs in the same process and its CPU is included.',
     `Server CPU time per turn (CPU share / turns per second): ephemeral ${((e.serverCpu * 1e6) / e.reqPerSec).toFixed(0)} µs, ` +
       `fsync ${((f.serverCpu * 1e6) / f.reqPerSec).toFixed(0)} µs, relaxed ${((r.serverCpu * 1e6) / r.reqPerSec).toFixed(0)} µs` +
       (ROWS.every((row) => loads[row.key].serverCpu >= 0.95)

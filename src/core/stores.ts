@@ -56,16 +56,14 @@ export interface SessionRepository {
   readonly idempotency: IdempotencyStore
   readonly projection: ProjectionState
   /**
-   * Appends `events` (consecutive seqs following the stored last seq) and writes the
-   * snapshot they produced, in one transaction; resolves once committed (visible, and
-   * surviving the process). Throws, writing nothing, on a seq gap.
+   * Appends `events` (consecutive seqs following the stored or already queued last seq) and
+   * writes the snapshot they produced, in one transaction. May group the commit with others
+   * (of this and other sessions): `snapshot` can be a live record, read when the commit is
+   * written, once every event applied to it has been committed too. Resolves once the events
+   * are as durable as the store promises (with fsync durability: on disk); rejects, writing
+   * nothing of them, on a seq gap or a failed write.
    */
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
-  /**
-   * Resolves once every commit so far is on disk (fsync durability); absent when commits
-   * are not flushed separately. Acknowledgements wait for it; work in between does not.
-   */
-  flushed?(): Promise<void>
   /** Purges a session's events, snapshot, indexes, idempotency records and checkpoint. */
   deleteSession(sessionId: string, tenant: string): Promise<void>
   close(): Promise<void>

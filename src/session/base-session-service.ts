@@ -85,8 +85,6 @@ export abstract class BaseSessionService implements SessionService {
   protected abstract commitFn(): CommitFn
   /** Finds a session not live in this process (undefined when it does not exist). */
   protected abstract loadRecord(id: string): Promise<SessionRecord | undefined>
-  /** Resolves once every commit so far is durable; undefined when commits need no separate flush. */
-  protected durableFn(): (() => Promise<void>) | undefined { return undefined }
   /** Stored events of a session in `(after, upTo]` (at most `limit`), for replays. */
   protected abstract storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]>
 
@@ -124,7 +122,6 @@ export abstract class BaseSessionService implements SessionService {
       }
       const created = applyEvent(undefined, event)
       await this.commitFn()([event], created)
-      await this.durableFn()?.()
       this.adopt(created)
       this.hub.publish(event)
       return toCreated(created)
@@ -317,7 +314,7 @@ export abstract class BaseSessionService implements SessionService {
   /** Makes a record live in this process. */
   protected adopt(record: SessionRecord): LiveSession {
     const id = record.session_id
-    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e), () => this.hub.hasListeners(id), this.durableFn())
+    const s = new LiveSession(record, this.commitFn(), (e) => this.hub.publish(e), () => this.hub.hasListeners(id))
     this.live.set(record.session_id, s)
     this.hub.open(record.session_id, record.config.tenant)
     this.evictIdle()

@@ -6,7 +6,7 @@ import { applyEvent } from './session-reducer.js'
 
 export interface PendingEvent<T extends EventType = EventType> { type: T; data: EventData[T] }
 
-/** Persists a batch of events with the record they produced (returns nothing when there is nothing to wait for). */
+/** Persists a batch of events with the record they produced; resolves once they are durable (returns nothing when there is nothing to wait for). */
 export type CommitFn = (events: readonly EventEnvelope[], record: SessionRecord) => Promise<void> | void
 
 /** The running turn of a session (at most one). */
@@ -36,8 +36,6 @@ export class LiveSession {
     private readonly publish: (e: EventEnvelope) => void,
     /** Whether anyone (a subscriber of this session or its tenant) is listening right now. */
     private readonly listened: () => boolean = () => true,
-    /** Resolves once every commit so far is durable; absent when a commit is as durable as it gets. */
-    private readonly durable?: () => Promise<void>,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -69,15 +67,12 @@ export class LiveSession {
       throw err
     }
     this.lastActive = Date.now()
-    if (!pending && !this.durable && !this.gate) {
+    if (!pending && !this.gate) {
       for (const e of out) this.deliver(e)
       return out
     }
-    const durable = this.durable
     this.chain(async () => {
       await pending
-      // Waiting for the flush starts once committed (it must cover this commit).
-      if (durable) await durable()
       for (const e of out) this.deliver(e)
     })
     return out

@@ -36,7 +36,6 @@ export class PersistentSessionService extends BaseSessionService {
   }
 
   protected commitFn(): CommitFn { return this.commit }
-  protected override durableFn(): (() => Promise<void>) | undefined { return this.repo.flushed }
   protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
   protected storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo, limit) }
 

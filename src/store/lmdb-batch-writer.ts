@@ -63,7 +63,12 @@ interface Queued {
 interface Op { db: Database<unknown, any>; key: Key; value?: Buffer }
 
 /** One batch: what it took from the queue and the stored state it wrote. */
-interface Batch { queued: Map<string, Queued>; written: Map<string, Known>; settled: Promise<void>; resolve: () => void; reject: (err: unknown) => void }
+interface Batch {
+  queued: Map<string, Queued>; written: Map<string, Known>
+  /** With fsync durability: the flush of the transaction the batch was written in (taken inside it). */
+  flushed?: Promise<void>
+  settled: Promise<void>; resolve: () => void; reject: (err: unknown) => void
+}
 
 const KNOWN_MAX = 50_000
 
@@ -72,7 +77,9 @@ const KNOWN_MAX = 50_000
  * one lmdb-js child transaction — writes every session queued when lmdb-js gets to it, so a
  * session that committed several times meanwhile (a turn's start and its answer, when the
  * model answered first) writes its head, messages and indexes once, and the commits of every
- * session share one LMDB transaction and, with fsync durability, one flush.
+ * session share one LMDB transaction and, with fsync durability, one flush. A commit resolves
+ * once its batch is as durable as the store's durability: committed (`relaxed`), or flushed to
+ * disk (`fsync`: the flush of its own transaction, not of whatever was written since).
  *
  * A batch is all or nothing: a throw inside the child transaction aborts it, and nothing of it
  * is stored. A session whose queued events no longer follow its stored log (a batch before
@@ -90,7 +97,8 @@ export class LmdbBatchWriter {
   private readonly unsettled = new Map<string, Promise<void>>()
   private readonly known = new Map<string, Known>()
 
-  constructor(private readonly env: LmdbEnv) {}
+  /** `durable`: commits resolve once flushed to disk (fsync durability), not only committed. */
+  constructor(private readonly env: LmdbEnv, private readonly durable: boolean) {}
 
   private get dbs(): BurrowDbs { return this.env.dbs }
 
@@ -180,9 +188,17 @@ export class LmdbBatchWriter {
     }
     // Known before the transaction commits, so the next batch (possibly in the same transaction) follows on.
     for (const [sid, k] of batch.written) this.remember(sid, k)
+    // Taken now, inside the transaction: the flush of this transaction (lmdb-js replaces it when the next one starts).
+    if (this.durable) batch.flushed = this.env.flushed()
   }
 
   private finish(batch: Batch, err?: unknown): void {
+    if (err === undefined && batch.flushed) {
+      const flushed = batch.flushed
+      delete batch.flushed
+      flushed.then(() => this.finish(batch), (e: unknown) => this.finish(batch, e))
+      return
+    }
     this.inflight.delete(batch)
     if (this.next === batch) {
       // The callback never ran (the environment is closing): what it would have written is still queued.

@@ -15,9 +15,8 @@ const TOP = '\uffff' // sorts after every session id
  * Sessions on LMDB. A commit writes the events, the snapshot's head, the messages and turn
  * usage that changed, the list indexes, the running-turn index and the projection's pending
  * mark — all or nothing, in batches that group the commits of every session queued meanwhile
- * (LmdbBatchWriter). A commit resolves once committed; with `fsync` durability `flushed()` then
- * resolves once it is on disk, which is what the service waits for before it acknowledges
- * anything or publishes the events.
+ * (LmdbBatchWriter). A commit resolves once committed, and with `fsync` durability once it is on
+ * disk: what the service waits for before it acknowledges anything or publishes the events.
  */
 export class LmdbSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
@@ -26,7 +25,7 @@ export class LmdbSessionRepository implements SessionRepository {
 
   private constructor(private readonly env: LmdbEnv, private readonly durability: 'fsync' | 'relaxed', idempotencyTtlMs: number) {
     this.dbs = env.dbs
-    this.writer = new LmdbBatchWriter(env)
+    this.writer = new LmdbBatchWriter(env, durability === 'fsync')
     this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs)
   }
 
@@ -138,11 +137,6 @@ export class LmdbSessionRepository implements SessionRepository {
     await this.writer.delete(sessionId, tenant)
     await this.idempotency.deletePrefix(`${tenant}\u0000${sessionId}\u0000`)
     if (this.durability === 'fsync') await this.env.flushed()
-  }
-
-  /** With fsync durability: resolves once every commit so far is flushed to disk. */
-  get flushed(): (() => Promise<void>) | undefined {
-    return this.durability === 'fsync' ? () => this.env.flushed() : undefined
   }
 
   /** Drops idempotency records older than their TTL. */
