@@ -2,7 +2,6 @@ import { mkdirSync } from 'node:fs'
 import type { Logger } from '../core/logger.js'
 import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import type { SessionService } from '../core/session-service.js'
-import type { SessionRepository } from '../core/stores.js'
 import type { Telemetry } from '../core/telemetry.js'
 import { Authenticator } from '../session/authenticator.js'
 import type { BaseSessionService, SessionServiceDeps } from '../session/base-session-service.js'
@@ -14,6 +13,7 @@ import { MemoryIndexer } from '../session/memory-indexer.js'
 import { MEMORY_GUIDE, memorySearchTool, noteTools } from '../session/memory-tools.js'
 import { PersistentSessionService } from '../session/persistent-session-service.js'
 import { Projector } from '../session/projector.js'
+import { applyEvent } from '../session/session-reducer.js'
 import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
 import { MemoryIdempotencyStore } from '../store/memory-idempotency-store.js'
 import { splitPassages } from '../memory/passages.js'
@@ -100,12 +100,14 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   }
 
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
-  let repository: SessionRepository & { sweepIdempotency(): Promise<number> }
+  let repository: import('../store/lmdb-session-repository.js').LmdbSessionRepository
   try {
-    repository = await LmdbSessionRepository.open(config.dataDir, { durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
+    repository = await LmdbSessionRepository.open(config.dataDir, { durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent })
   } catch (err) {
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
+  const migrated = repository.migrated
+  if (migrated) deps.logger.warn({ ...migrated, data_dir: config.dataDir }, `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`)
   cleanup.push(() => repository.close())
   const projector = new Projector(repository, config.dataDir, deps.logger)
   cleanup.push(() => projector.close())

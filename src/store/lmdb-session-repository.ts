@@ -6,8 +6,10 @@ import { toSummary } from '../core/views.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
-import { fromTuple, LmdbBatchWriter, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-batch-writer.js'
+import { LmdbBatchWriter } from './lmdb-batch-writer.js'
+import { fromTuple, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
 import { openLmdbEnv, type BurrowDbs, type LmdbEnv } from './lmdb-env.js'
+import type { Fold, Migrated } from './lmdb-migrate.js'
 
 const TOP = '\uffff' // sorts after every session id
 
@@ -29,9 +31,13 @@ export class LmdbSessionRepository implements SessionRepository {
     this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs)
   }
 
-  static async open(dataDir: string, opts: { durability: 'fsync' | 'relaxed'; idempotencyTtlMs: number }): Promise<LmdbSessionRepository> {
-    return new LmdbSessionRepository(await openLmdbEnv(dataDir, opts.durability), opts.durability, opts.idempotencyTtlMs)
+  /** `fold` (the session reducer) lets opening upgrade a directory of an older schema by replaying its logs. */
+  static async open(dataDir: string, opts: { durability: 'fsync' | 'relaxed'; idempotencyTtlMs: number; fold?: Fold }): Promise<LmdbSessionRepository> {
+    return new LmdbSessionRepository(await openLmdbEnv(dataDir, opts.durability, opts.fold), opts.durability, opts.idempotencyTtlMs)
   }
+
+  /** What opening upgraded, if it did. */
+  get migrated(): Migrated | undefined { return this.env.migrated }
 
   readonly events = {
     readAfter: async (sessionId: string, after: number, upTo = Infinity, limit = Infinity): Promise<EventEnvelope[]> => {
