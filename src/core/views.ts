@@ -11,23 +11,28 @@ export function toCreated(r: SessionRecord): SessionCreated {
   }
 }
 
-export function toView(r: SessionRecord, running: boolean): SessionView {
+/**
+ * The session view. Callers get copies they may change; `share` hands out the record's own
+ * messages, tools and stats instead — only for a view that is serialized at once and dropped.
+ */
+export function toView(r: SessionRecord, running: boolean, share = false): SessionView {
   const c = r.config
+  const copy = share ? <T>(v: T): T => v : <T>(v: T): T => structuredClone(v)
   const pending = r.open_turn?.state === 'requires_action'
     ? r.open_turn.pending_tool_calls.filter((p) => r.open_turn!.client_tool_call_ids.includes(p.id) && !r.open_turn!.results.some((x) => x.tool_use_id === p.id))
     : []
   return {
     session_id: r.session_id, status: r.status, created_at: r.created_at, updated_at: r.updated_at,
     model: c.model, system_prompt: c.system_prompt, metadata: { ...c.metadata },
-    messages: structuredClone(r.messages), turn_count: r.turn_count,
+    messages: copy(r.messages), turn_count: r.turn_count,
     usage: { ...r.usage, by_turn: r.usage_by_turn.map((t) => ({ ...t })) },
-    tool_stats: structuredClone(r.tool_stats),
+    tool_stats: copy(r.tool_stats),
     compaction: c.compaction ? {
       config: { ...c.compaction }, session_boundary_index: r.session_boundary_index,
       last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
     } : null,
-    memory: c.memory, tools: structuredClone(c.tools), max_total_tokens: c.max_total_tokens,
-    pending_tool_calls: structuredClone(pending), running, notes: r.notes.map((n) => ({ ...n })), last_seq: r.last_seq,
+    memory: c.memory, tools: copy(c.tools), max_total_tokens: c.max_total_tokens,
+    pending_tool_calls: copy(pending), running, notes: r.notes.map((n) => ({ ...n })), last_seq: r.last_seq,
   }
 }
 

@@ -132,7 +132,7 @@ export class Projector {
     if (!record) { await rm(dir, { recursive: true, force: true }); return }
     // Taken now, in one synchronous step: a live record keeps changing while the files are written.
     const lastSeq = record.last_seq
-    const json = `${JSON.stringify(toView(record, false), null, 2)}\n`
+    const json = `${JSON.stringify(toView(record, false, true), null, 2)}\n`
     let from = await this.repo.projection.checkpoint(id)
     if (from >= lastSeq) { await this.repo.projection.projected(id, lastSeq); return }
     const transcriptPath = join(dir, 'transcript.md')
