@@ -26,7 +26,7 @@ import { config, SessionLog, sessionId } from '../test/contract/fixtures.js'
 import { appImport } from './lib/app.js'
 import { BURROW_ENV } from './lib/env.js'
 import { startServer } from './lib/child.js'
-import { isMain, metric, target, type BenchResult } from './lib/types.js'
+import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
 
 const { DEFAULT_TENANT } = await appImport<typeof import('../src/core/ids.js')>('core/ids.js')
 const { idempotencyKey } = await appImport<typeof import('../src/session/idempotency.js')>('session/idempotency.js')
@@ -51,7 +51,6 @@ const TARGET_STARTUP_RATIO = 1.5
 /** Not `burrow-bench-`: bench/lib/child.ts deletes those when a server stops, and these outlive several servers. */
 const scaleDir = (what: string) => mkdtempSync(join(tmpdir(), `burrow-scale-${what}-`))
 
-const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.floor((s.length - 1) / 2)]! : NaN }
 const min = (xs: number[]) => Math.min(...xs)
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
 

@@ -25,7 +25,7 @@ import autocannon, { type AutocannonClient, type AutocannonRequest } from 'autoc
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
-import { isMain, metric, target, type BenchResult, type Metric } from './lib/types.js'
+import { isMain, median, metric, target, type BenchResult, type Metric } from './lib/types.js'
 
 /** The service env for this benchmark (capability switches live in lib/env.ts BURROW_ENV). */
 const ENV = burrowEnv({})
@@ -210,11 +210,6 @@ async function probe(base: string, surface: Surface): Promise<number> {
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
 const faults = (l: Load) => l.non2xx + l.errors + l.checks.bad
 
 function describe(l: Load): string {

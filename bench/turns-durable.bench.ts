@@ -8,18 +8,23 @@
  * with a fresh data directory; a warm-up run on other sessions precedes the measured run on
  * fresh sessions. Any non-2xx response or error fails the benchmark.
  *
+ * The configurations run in rounds (the order rotated each round), because this shared VM's
+ * speed drifts by ±10 % between runs: the target is the median over the rounds of each round's
+ * fsync / ephemeral ratio, every round is reported, and the other figures are means over them.
+ *
  *   npx tsx bench/turns-durable.bench.ts      (or: npx tsx bench/run.ts turns-durable)
- *   BENCH_CONNECTIONS=100 BENCH_DURATION=8 BENCH_WARMUP=2 to change the load;
+ *   BENCH_CONNECTIONS=100 BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_ROUNDS=3 to change the load;
  *   BENCH_ONLY=fsync (with BENCH_CPU_PROF=1) to run and profile one configuration (no result).
  */
 import autocannon, { type AutocannonClient } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
-import { isMain, metric, target, type BenchResult } from './lib/types.js'
+import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8)
 const WARMUP_S = Number(process.env.BENCH_WARMUP ?? 2)
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3))
 const BODY = JSON.stringify({ input: 'hello' })
 const HEADERS = { 'content-type': 'application/json' }
 
@@ -92,70 +97,81 @@ function perConnectionSession(sessions: string[]): (c: AutocannonClient) => void
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const log = (s: string) => console.log(`[turns-durable] ${s}`)
-  const loads = {} as Record<RowKey, Load>
+  const runs = { ephemeral: [], fsync: [], relaxed: [] } as Record<RowKey, Load[]>
   const envs = {} as Record<RowKey, Record<string, string>>
   const storedAfter: Partial<Record<RowKey, number>> = {}
   const only = process.env.BENCH_ONLY
-  for (const row of ROWS.filter((r) => !only || r.key === only)) {
-    const env = { ...burrowEnv({}), ...row.env, BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' }
-    envs[row.key] = env
-    const server = await startServer('burrow', env)
-    try {
-      const [probe] = await createSessions(server.url, 1)
-      const sample = await json(`${server.url}/v1/sessions/${probe}/turns`, { input: 'hello' })
-      if (sample.status !== 200 || sample.body.status !== 'completed' || sample.body.output_text !== 'echo: hello') {
-        throw new Error(`${row.label}: unexpected turn result ${sample.status} ${JSON.stringify(sample.body)}`)
+  const rows = ROWS.filter((r) => !only || r.key === only)
+  for (let round = 0; round < ROUNDS; round++) {
+    // The order rotates, so no configuration always runs first (or last) in a round.
+    for (const row of rows.map((_, i) => rows[(i + round) % rows.length]!)) {
+      const env = { ...burrowEnv({}), ...row.env, BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' }
+      envs[row.key] = env
+      const server = await startServer('burrow', env)
+      try {
+        const [probe] = await createSessions(server.url, 1)
+        const sample = await json(`${server.url}/v1/sessions/${probe}/turns`, { input: 'hello' })
+        if (sample.status !== 200 || sample.body.status !== 'completed' || sample.body.output_text !== 'echo: hello') {
+          throw new Error(`${row.label}: unexpected turn result ${sample.status} ${JSON.stringify(sample.body)}`)
+        }
+        const warmSessions = await createSessions(server.url, CONNECTIONS)
+        const runSessions = await createSessions(server.url, CONNECTIONS)
+        log(`round ${round + 1}/${ROUNDS}, ${row.label}: warm-up ${WARMUP_S}s, then ${DURATION_S}s × ${CONNECTIONS} connections (one session each)`)
+        const warm = await cannon(server, WARMUP_S, perConnectionSession(warmSessions))
+        if (warm.non2xx + warm.errors > 0) log(`  warm-up: ${warm.non2xx} non-2xx, ${warm.errors} errors ${JSON.stringify(warm.statusCodes)}`)
+        const l = await cannon(server, DURATION_S, perConnectionSession(runSessions))
+        runs[row.key].push(l)
+        log(`  ${l.reqPerSec.toFixed(0)} turns/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %` +
+          (l.non2xx + l.errors > 0 ? `; ${l.non2xx} non-2xx, ${l.errors} errors ${JSON.stringify(l.statusCodes)}` : ''))
+        if (row.key !== 'ephemeral') {
+          // The first measured session, read back: every turn it acknowledged is in the log.
+          const res = await fetch(`${server.url}/v1/sessions/${runSessions[0]}`)
+          const view = (await res.json()) as { last_seq?: number }
+          storedAfter[row.key] = view.last_seq ?? NaN
+        }
+      } finally {
+        await server.stop()
       }
-      const warmSessions = await createSessions(server.url, CONNECTIONS)
-      const runSessions = await createSessions(server.url, CONNECTIONS)
-      log(`${row.label}: warm-up ${WARMUP_S}s, then ${DURATION_S}s × ${CONNECTIONS} connections (one session each)`)
-      const warm = await cannon(server, WARMUP_S, perConnectionSession(warmSessions))
-      if (warm.non2xx + warm.errors > 0) log(`  warm-up: ${warm.non2xx} non-2xx, ${warm.errors} errors ${JSON.stringify(warm.statusCodes)}`)
-      const l = await cannon(server, DURATION_S, perConnectionSession(runSessions))
-      loads[row.key] = l
-      log(`  ${l.reqPerSec.toFixed(0)} turns/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %` +
-        (l.non2xx + l.errors > 0 ? `; ${l.non2xx} non-2xx, ${l.errors} errors ${JSON.stringify(l.statusCodes)}` : ''))
-      if (row.key !== 'ephemeral') {
-        // The last measured session, read back: every turn it acknowledged is in the log.
-        const res = await fetch(`${server.url}/v1/sessions/${runSessions[0]}`)
-        const view = (await res.json()) as { last_seq?: number }
-        storedAfter[row.key] = view.last_seq ?? NaN
-      }
-    } finally {
-      await server.stop()
     }
   }
 
   if (only) throw new Error(`BENCH_ONLY=${only}: diagnostic run, no result`)
+  const loads = { ephemeral: meanLoad(runs.ephemeral), fsync: meanLoad(runs.fsync), relaxed: meanLoad(runs.relaxed) }
   const e = loads.ephemeral
   const f = loads.fsync
   const r = loads.relaxed
-  const bad = ROWS.reduce((n, row) => n + loads[row.key].non2xx + loads[row.key].errors, 0)
+  const perRound = (k: RowKey) => runs[k].map((l, i) => l.reqPerSec / runs.ephemeral[i]!.reqPerSec)
+  const bad = ROWS.reduce((n, row) => n + runs[row.key].reduce((m, l) => m + l.non2xx + l.errors, 0), 0)
   const targets = [
-    target('lmdb fsync turns/s / ephemeral turns/s', f.reqPerSec / e.reqPerSec, '>=', TARGET_FSYNC_RATIO, '×'),
+    target('lmdb fsync turns/s / ephemeral turns/s (median of per-round ratios)', median(perRound('fsync')), '>=', TARGET_FSYNC_RATIO, '×'),
     target('non-2xx responses + errors (every configuration)', bad, '<=', 0, ''),
   ]
-  const rows = (name: string, pick: (l: Load) => number, unit: string) => [
+  const both = (name: string, pick: (l: Load) => number, unit: string) => [
     metric(`lmdb fsync: ${name}`, pick(f), unit, pick(e)),
     metric(`lmdb relaxed: ${name}`, pick(r), unit, pick(e)),
   ]
   const metrics = [
-    ...rows('turns/s (mean)', (l) => l.reqPerSec, 'turns/s'),
-    ...rows('latency p50', (l) => l.p50, 'ms'),
-    ...rows('latency p90', (l) => l.p90, 'ms'),
-    ...rows('latency p99', (l) => l.p99, 'ms'),
-    ...rows('server CPU', (l) => l.serverCpu * 100, '%'),
-    ...rows('server CPU time per turn', (l) => (l.serverCpu * 1e6) / l.reqPerSec, 'µs'),
-    ...rows('responses', (l) => l.total, ''),
-    ...rows('non-2xx responses + errors', (l) => l.non2xx + l.errors, ''),
+    ...both('turns/s (mean of rounds)', (l) => l.reqPerSec, 'turns/s'),
+    ...both('latency p50', (l) => l.p50, 'ms'),
+    ...both('latency p90', (l) => l.p90, 'ms'),
+    ...both('latency p99', (l) => l.p99, 'ms'),
+    ...both('server CPU', (l) => l.serverCpu * 100, '%'),
+    ...both('server CPU time per turn', (l) => (l.serverCpu * 1e6) / l.reqPerSec, 'µs'),
+    ...both('responses (all rounds)', (l) => l.total * ROUNDS, ''),
+    ...both('non-2xx responses + errors (all rounds)', (l) => (l.non2xx + l.errors) * ROUNDS, ''),
   ]
+  const list = (xs: number[], digits = 2) => xs.map((x) => x.toFixed(digits)).join(' / ')
   const secs = (l: Load) => `${l.perSecond[0] ?? '?'} → ${l.perSecond.at(-1) ?? '?'}`
   const notes = [
-    `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column). ` +
+    `Per round, turns/s — ephemeral ${list(runs.ephemeral.map((l) => l.reqPerSec), 0)}; fsync ${list(runs.fsync.map((l) => l.reqPerSec), 0)}; ` +
+      `relaxed ${list(runs.relaxed.map((l) => l.reqPerSec), 0)}. Each round's ratio to that round's ephemeral run: fsync ${list(perRound('fsync'))}, ` +
+      `relaxed ${list(perRound('relaxed'))}; the target takes the median (fsync ${median(perRound('fsync')).toFixed(3)}×; the mean of rounds ` +
+      `${(f.reqPerSec / e.reqPerSec).toFixed(3)}×).`,
+    `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column, means of rounds). ` +
       `fsync: ${(100 * f.reqPerSec / e.reqPerSec).toFixed(0)} % of it; relaxed: ${(100 * r.reqPerSec / e.reqPerSec).toFixed(0)} %.`,
-    `Status codes — ephemeral ${JSON.stringify(e.statusCodes)}, fsync ${JSON.stringify(f.statusCodes)}, relaxed ${JSON.stringify(r.statusCodes)}.`,
-    `Turns/s first → last second of the measured run: ephemeral ${secs(e)}, fsync ${secs(f)}, relaxed ${secs(r)}; ` +
-      `≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of the fsync run.`,
+    `Status codes (all rounds) — ephemeral ${JSON.stringify(codes(runs.ephemeral))}, fsync ${JSON.stringify(codes(runs.fsync))}, relaxed ${JSON.stringify(codes(runs.relaxed))}.`,
+    `Turns/s first → last second of the last round's measured run: ephemeral ${secs(runs.ephemeral.at(-1)!)}, fsync ${secs(runs.fsync.at(-1)!)}, ` +
+      `relaxed ${secs(runs.relaxed.at(-1)!)}; ≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of an fsync run.`,
     'A turn hands its events to the store as they happen and does not wait for them (LmdbBatchWriter): the store writes every session ' +
       'queued while lmdb-js committed the previous batch in one child transaction, so an `offline:echo` turn — whose answer comes before ' +
       'that — usually reaches the log as one row (its three events and two messages) and one head write, and the batches of all 100 sessions ' +
@@ -165,11 +181,11 @@ export async function run(): Promise<BenchResult> {
       `fsync ${((f.serverCpu * 1e6) / f.reqPerSec).toFixed(0)} µs, relaxed ${((r.serverCpu * 1e6) / r.reqPerSec).toFixed(0)} µs` +
       (ROWS.every((row) => loads[row.key].serverCpu >= 0.95)
         ? ' — the server kept at least one core busy in all three, so throughput is roughly the inverse of this cost; bench/store-append ' +
-          'measures what the commits cost in the store alone (CPU per commit; three commits per turn).'
+          'measures what the commits cost in the store alone.'
         : '.'),
     `Server CPU (CPU time / wall time of the server process): ephemeral ${(e.serverCpu * 100).toFixed(0)} %, fsync ${(f.serverCpu * 100).toFixed(0)} %, ` +
       `relaxed ${(r.serverCpu * 100).toFixed(0)} % — below ~95 % the server was waiting (on the disk, or on the load generator).`,
-    `Stored seq of the first measured session read back after the run: fsync ${storedAfter.fsync ?? 'n/a'}, relaxed ${storedAfter.relaxed ?? 'n/a'}.`,
+    `Stored seq of the first measured session read back after the last round's run: fsync ${storedAfter.fsync ?? 'n/a'}, relaxed ${storedAfter.relaxed ?? 'n/a'}.`,
   ]
   return {
     name: 'turns-durable',
@@ -179,10 +195,12 @@ export async function run(): Promise<BenchResult> {
       'provider, one session per connection, pipelining 1 — the turn-overhead approach — once per configuration, each alone in a',
       'child process with a fresh data directory: `BURROW_SESSION_STORE=off` (ephemeral, the baseline column), `lmdb` with',
       '`BURROW_DURABILITY=fsync` (a commit resolves once flushed to disk), and `lmdb` with `relaxed`. Each configuration gets a warm-up',
-      'run on other sessions, then the measured run on fresh sessions. Latency is autocannon\'s per-request time (whole milliseconds).',
+      'run on other sessions, then the measured run on fresh sessions. The configurations run in rounds, the order rotated each round;',
+      'the target is the median over the rounds of each round\'s fsync / ephemeral ratio, the other figures are means over the rounds.',
+      'Latency is autocannon\'s per-request time (whole milliseconds).',
     ].join(' '),
     config: {
-      connections: CONNECTIONS, 'duration (s)': DURATION_S, 'warm-up (s)': WARMUP_S, pipelining: 1, 'request body': BODY,
+      connections: CONNECTIONS, 'duration (s)': DURATION_S, 'warm-up (s)': WARMUP_S, rounds: ROUNDS, pipelining: 1, 'request body': BODY,
       model: 'offline:echo', 'data dir': `fresh ${envs.fsync.BURROW_DATA_DIR?.replace(/-[^-/]+$/, '-*') ?? 'n/a'}`,
       'capabilities (fsync row)': capabilitySummary(envs.fsync),
     },
@@ -193,6 +211,22 @@ export async function run(): Promise<BenchResult> {
     date: new Date().toISOString(),
     durationSeconds: (performance.now() - t0) / 1000,
   }
+}
+
+/** The mean of a configuration's rounds (status codes summed). */
+function meanLoad(ls: Load[]): Load {
+  const avg = (pick: (l: Load) => number) => ls.reduce((a, l) => a + pick(l), 0) / ls.length
+  return {
+    reqPerSec: avg((l) => l.reqPerSec), p50: avg((l) => l.p50), p90: avg((l) => l.p90), p99: avg((l) => l.p99), mean: avg((l) => l.mean),
+    total: avg((l) => l.total), non2xx: avg((l) => l.non2xx), errors: avg((l) => l.errors), timeouts: avg((l) => l.timeouts),
+    statusCodes: codes(ls), perSecond: ls.at(-1)?.perSecond ?? [], serverCpu: avg((l) => l.serverCpu),
+  }
+}
+
+function codes(ls: Load[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const l of ls) for (const [k, v] of Object.entries(l.statusCodes)) out[k] = (out[k] ?? 0) + v
+  return out
 }
 
 if (isMain(import.meta.url)) {

@@ -56,6 +56,14 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!
 }
 
+/** The median (the mean of the middle two for an even count; NaN for none). */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** True when `importMetaUrl` is the module node was started with (a bench run on its own). */

@@ -1,5 +1,6 @@
 import { asBinary, type Database, type Key } from 'lmdb'
-import type { EventEnvelope } from '../core/events.js'
+import type { EventData, EventEnvelope } from '../core/events.js'
+import type { Message } from '../core/messages.js'
 import type { SessionRecord, TokenTotals } from '../core/session-record.js'
 import type { BurrowDbs } from './lmdb-env.js'
 
@@ -20,8 +21,8 @@ export function fromTuple(t: UsageTuple): TurnUsage {
 }
 
 /** The snapshot as stored: the record without what lives in other keys (configuration, notes, long lists). */
-export type Head = Omit<SessionRecord, 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn'> & {
-  tenant: string; message_count: number; message_generation: number
+export type Head = Omit<SessionRecord, 'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn'> & {
+  message_count: number; message_generation: number
   /** The log row from which the current history's messages are read (the row of the last compaction, or the first). */
   messages_from: number
   /** Usage of the turns of the last usage chunk (the one still filling): it rides in the head, so a turn writes no row of its own. */
@@ -36,13 +37,64 @@ export function usageChunk(turn: number): number {
 }
 
 /**
- * A row of the log database (`[sid, first seq]`): the consecutive events one batch appended to a
- * session, and the history messages they appended (`m.i` = index of the first; 0 after a compaction,
- * whose row carries the whole rebuilt history). Events and the snapshot's messages share one write.
+ * A row of the log database (`[sid, first seq]`), as stored: the consecutive events one batch
+ * appended to a session (without their session id: the key has it), and the history messages
+ * they appended (`m.i` = index of the first; 0 after a compaction, whose row carries the whole
+ * rebuilt history). A message that is an event's own content in the same row — the user input of
+ * a `turn_started`, the message of an `assistant_message` — is stored as `{ r: index of that
+ * event }`. Events and the snapshot's messages share one write.
  */
 export interface LogRow {
-  e: EventEnvelope[]
-  m?: { i: number; m: SessionRecord['messages']; s: number[]; t: number[] }
+  e: StoredEvent[]
+  m?: { i: number; m: Array<Message | { r: number }>; s: number[]; t: number[] }
+}
+
+export type StoredEvent = Omit<EventEnvelope, 'session_id'>
+
+/** The events of a stored row, with their session id. */
+export function rowEvents(sid: string, row: LogRow): EventEnvelope[] {
+  return row.e.map((e) => ({ seq: e.seq, session_id: sid, turn: e.turn, type: e.type, at: e.at, data: e.data }) as EventEnvelope)
+}
+
+/** The messages a stored row appended (references resolved), or undefined when it appended none. */
+export function rowMessages(row: LogRow): { i: number; m: Message[]; s: number[]; t: number[] } | undefined {
+  const part = row.m
+  if (!part) return undefined
+  const m = part.m.map((x) => {
+    if (!('r' in x)) return x
+    const e = row.e[x.r]!
+    return e.type === 'assistant_message' ? (e.data as EventData['assistant_message']).message : { role: 'user' as const, content: (e.data as EventData['turn_started']).input! }
+  })
+  return { i: part.i, m, s: part.s, t: part.t }
+}
+
+/**
+ * A row's JSON, built by hand: the envelope's fields are known (a fixed event type, an ISO time,
+ * numbers), only `data` and messages go through JSON.stringify — a third cheaper than stringifying
+ * the row as objects, and no session id repeated per event.
+ */
+function rowJson(events: readonly EventEnvelope[], s: SessionRecord, from: number | null): string {
+  let out = '{"e":['
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!
+    out += `${i > 0 ? ',' : ''}{"seq":${e.seq},"turn":${e.turn},"type":"${e.type}","at":"${e.at}","data":${JSON.stringify(e.data)}}`
+  }
+  out += ']'
+  if (from !== null) {
+    const first = events[0]!.seq
+    const parts: string[] = []
+    for (let i = from; i < s.messages.length; i++) {
+      const msg = s.messages[i]!
+      const k = s.message_seqs[i]! - first
+      const e = k >= 0 && k < events.length ? events[k]! : undefined
+      const own = e !== undefined && (e.type === 'assistant_message'
+        ? (e.data as EventData['assistant_message']).message === msg
+        : e.type === 'turn_started' && msg.role === 'user' && msg.content === (e.data as EventData['turn_started']).input)
+      parts.push(own ? `{"r":${k}}` : JSON.stringify(msg))
+    }
+    out += `,"m":{"i":${from},"m":[${parts.join(',')}],"s":${JSON.stringify(s.message_seqs.slice(from))},"t":${JSON.stringify(s.message_turns.slice(from))}}`
+  }
+  return `${out}}`
 }
 
 /** What a write needs to know of a session's stored state (the writer keeps it per session: one writer per data dir). */
@@ -70,17 +122,14 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
   }
   // The events, with the messages they appended; the whole history when a compaction made a new generation.
   const first = events[0]!.seq
-  const row: LogRow = { e: events as EventEnvelope[] }
   let messagesFrom = k?.messagesFrom ?? first
   let from = k ? k.messageCount : 0
   if (k && (k.generation !== s.compactions || k.messageCount > s.messages.length)) {
     from = 0
     messagesFrom = first
   }
-  if (from < s.messages.length || messagesFrom === first) {
-    row.m = { i: from, m: s.messages.slice(from), s: s.message_seqs.slice(from), t: s.message_turns.slice(from) }
-  }
-  ops.push({ db: d.events, key: [sid, first], value: json(row) })
+  const withMessages = from < s.messages.length || messagesFrom === first
+  ops.push({ db: d.events, key: [sid, first], value: Buffer.from(rowJson(events, s, withMessages ? from : null)) })
   // Usage by turn: the last chunk rides in the head; a row is written for each earlier chunk these events
   // touched (a turn's usage only changes through events of that turn) and for chunks the head has left.
   const usage = s.usage_by_turn
@@ -140,11 +189,11 @@ export function headOf(r: SessionRecord, messagesFrom: number): Head {
     while (i > 0 && usageChunk(usage[i - 1]!.turn) === tail) i--
   }
   return {
-    session_id: r.session_id, created_at: r.created_at, updated_at: r.updated_at, status: r.status, turn_count: r.turn_count,
+    created_at: r.created_at, updated_at: r.updated_at, status: r.status, turn_count: r.turn_count,
     last_seq: r.last_seq, usage: r.usage, tool_stats: r.tool_stats, open_turn: r.open_turn, last_input_tokens: r.last_input_tokens,
     history_chars: r.history_chars, session_boundary_index: r.session_boundary_index,
     last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
-    tenant: r.config.tenant, message_count: r.messages.length, message_generation: r.compactions, messages_from: messagesFrom,
+    message_count: r.messages.length, message_generation: r.compactions, messages_from: messagesFrom,
     usage_tail: usage.slice(i).map(toTuple),
   }
 }

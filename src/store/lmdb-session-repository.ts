@@ -7,7 +7,7 @@ import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { LmdbBatchWriter } from './lmdb-batch-writer.js'
-import { fromTuple, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
+import { fromTuple, rowEvents, rowMessages, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
 import { openLmdbEnv, type BurrowDbs, type LmdbEnv } from './lmdb-env.js'
 import type { Fold, Migrated } from './lmdb-migrate.js'
 
@@ -49,7 +49,7 @@ export class LmdbSessionRepository implements SessionRepository {
       let start: [string, number] = [sessionId, after + 1]
       for (const k of first) start = k as [string, number]
       for (const { value } of this.dbs.events.getRange({ start, end: [sessionId, upTo === Infinity ? Infinity : upTo + 1] })) {
-        for (const e of (value as LogRow).e) {
+        for (const e of rowEvents(sessionId, value as LogRow)) {
           if (e.seq <= after) continue
           if (e.seq > upTo || out.length >= limit) return out
           out.push(e)
@@ -83,7 +83,7 @@ export class LmdbSessionRepository implements SessionRepository {
       }
       const items = ids.slice(0, limit).map((id) => {
         const h = this.dbs.heads.get(id) as Head
-        return toSummary({ ...h, config: this.dbs.configs.get(id) as SessionConfig })
+        return toSummary({ ...h, session_id: id, config: this.dbs.configs.get(id) as SessionConfig })
       })
       return { items, next_cursor: ids.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
     },
@@ -118,7 +118,7 @@ export class LmdbSessionRepository implements SessionRepository {
     const seqs: number[] = []
     const turns: number[] = []
     for (const { value } of this.dbs.events.getRange({ start: [sid, head.messages_from], end: [sid, Infinity] })) {
-      const part = (value as LogRow).m
+      const part = rowMessages(value as LogRow)
       if (!part) continue
       if (part.i !== messages.length) throw new Error(`the stored history of ${sid} has a hole at message ${messages.length}`)
       for (let i = 0; i < part.m.length; i++) {
@@ -131,10 +131,10 @@ export class LmdbSessionRepository implements SessionRepository {
     for (const { value } of this.dbs.turnUsage.getRange({ start: [sid, 0], end: [sid, usageChunk(head.usage_tail[0]?.[0] ?? 1)] })) {
       for (const t of value as UsageTuple[]) usage.push(fromTuple(t))
     }
-    const { message_count: _c, message_generation: _g, messages_from: _f, tenant: _t, usage_tail: tail, ...rest } = head
+    const { message_count: _c, message_generation: _g, messages_from: _f, usage_tail: tail, ...rest } = head
     for (const t of tail) usage.push(fromTuple(t))
     return {
-      ...rest, config: this.dbs.configs.get(sid) as SessionConfig, notes: (this.dbs.notes.get(sid) as SessionNote[] | undefined) ?? [],
+      session_id: sid, ...rest, config: this.dbs.configs.get(sid) as SessionConfig, notes: (this.dbs.notes.get(sid) as SessionNote[] | undefined) ?? [],
       messages, message_seqs: seqs, message_turns: turns, usage_by_turn: usage,
     }
   }
