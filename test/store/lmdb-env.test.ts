@@ -1,8 +1,8 @@
-// Values are msgpack records; lmdb-js (as configured here) writes each value's record structures
-// into the value itself. A data directory reads back what it wrote, across reopen, with many value
-// shapes. (An encoding change must keep this true: `maxSharedStructures` without a
-// `sharedStructuresKey` looks fine until the environment is reopened — the shared structures were
-// never stored — and then values no longer decode. This test catches that.)
+// A data directory reads back what it wrote, across reopen, with many value shapes: 80 sessions whose
+// metadata objects all have different keys. (Values are JSON since store schema 3. Under schema 2 they
+// were msgpack records, and an encoding change — `maxSharedStructures` without a `sharedStructuresKey` —
+// looked fine until the environment was reopened and values no longer decoded; this test caught that,
+// and guards any future encoding change the same way.)
 import t, { type Test } from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
