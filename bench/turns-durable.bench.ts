@@ -19,6 +19,7 @@
 import autocannon, { type AutocannonClient } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
+import { meanLoad, statusCodes, type Load } from './lib/load.js'
 import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
@@ -38,13 +39,6 @@ const ROWS = [
 ] as const
 type RowKey = (typeof ROWS)[number]['key']
 
-interface Load {
-  reqPerSec: number; p50: number; p90: number; p99: number; mean: number; total: number
-  non2xx: number; errors: number; timeouts: number; statusCodes: Record<string, number>
-  perSecond: number[]
-  /** Server CPU time / wall time over the run (1 = one core busy). */
-  serverCpu: number
-}
 
 async function cannon(server: ServerChild, duration: number, setupClient: (c: AutocannonClient) => void): Promise<Load> {
   const before = await server.stats(false)
@@ -169,7 +163,7 @@ export async function run(): Promise<BenchResult> {
       `${(f.reqPerSec / e.reqPerSec).toFixed(3)}×).`,
     `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column, means of rounds). ` +
       `fsync: ${(100 * f.reqPerSec / e.reqPerSec).toFixed(0)} % of it; relaxed: ${(100 * r.reqPerSec / e.reqPerSec).toFixed(0)} %.`,
-    `Status codes (all rounds) — ephemeral ${JSON.stringify(codes(runs.ephemeral))}, fsync ${JSON.stringify(codes(runs.fsync))}, relaxed ${JSON.stringify(codes(runs.relaxed))}.`,
+    `Status codes (all rounds) — ephemeral ${JSON.stringify(statusCodes(runs.ephemeral))}, fsync ${JSON.stringify(statusCodes(runs.fsync))}, relaxed ${JSON.stringify(statusCodes(runs.relaxed))}.`,
     `Turns/s first → last second of the last round's measured run: ephemeral ${secs(runs.ephemeral.at(-1)!)}, fsync ${secs(runs.fsync.at(-1)!)}, ` +
       `relaxed ${secs(runs.relaxed.at(-1)!)}; ≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of an fsync run.`,
     'A turn hands its events to the store as they happen and does not wait for them (LmdbBatchWriter): the store writes every session ' +
@@ -211,22 +205,6 @@ export async function run(): Promise<BenchResult> {
     date: new Date().toISOString(),
     durationSeconds: (performance.now() - t0) / 1000,
   }
-}
-
-/** The mean of a configuration's rounds (status codes summed). */
-function meanLoad(ls: Load[]): Load {
-  const avg = (pick: (l: Load) => number) => ls.reduce((a, l) => a + pick(l), 0) / ls.length
-  return {
-    reqPerSec: avg((l) => l.reqPerSec), p50: avg((l) => l.p50), p90: avg((l) => l.p90), p99: avg((l) => l.p99), mean: avg((l) => l.mean),
-    total: avg((l) => l.total), non2xx: avg((l) => l.non2xx), errors: avg((l) => l.errors), timeouts: avg((l) => l.timeouts),
-    statusCodes: codes(ls), perSecond: ls.at(-1)?.perSecond ?? [], serverCpu: avg((l) => l.serverCpu),
-  }
-}
-
-function codes(ls: Load[]): Record<string, number> {
-  const out: Record<string, number> = {}
-  for (const l of ls) for (const [k, v] of Object.entries(l.statusCodes)) out[k] = (out[k] ?? 0) + v
-  return out
 }
 
 if (isMain(import.meta.url)) {

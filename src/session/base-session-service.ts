@@ -266,7 +266,7 @@ export abstract class BaseSessionService implements SessionService {
     } catch {
       return // deleted meanwhile
     }
-    await s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+    s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
   }
 
   async shutdown(graceMs: number): Promise<void> {

@@ -53,7 +53,7 @@ export class CompactionController {
     const before = r.messages.length
     const outcome = (compacted: boolean, after: number, summaryTokens: number, reason?: string): CompactionOutcome =>
       ({ session_id: session.id, compacted, messages_before: before, messages_after: after, summary_tokens: summaryTokens, ...(reason ? { reason } : {}) })
-    await session.emit(turn, [{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
+    session.emit(turn, [{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
     const original = r.messages
     const originalSeqs = r.message_seqs
     const originalTurns = r.message_turns
@@ -65,7 +65,7 @@ export class CompactionController {
       if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
       const seqs = originalSeqs.slice(0, result.keepFrom)
       const range: [number, number] | null = seqs.length > 0 ? [Math.min(...seqs), Math.max(...seqs)] : null
-      await session.emit(turn, [{
+      session.emit(turn, [{
         type: 'compaction_completed',
         data: {
           summary_tokens: result.summaryTokens, messages_before: before, messages_after: result.messages.length,
@@ -76,7 +76,7 @@ export class CompactionController {
       return outcome(true, result.messages.length, result.summaryTokens)
     } catch (err) {
       if (cancel.aborted) {
-        await session.emit(turn, [{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
+        session.emit(turn, [{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
         throw cancel.reason
       }
       // A provider failure carries its table code; "nothing to compact" and rejected rebuilds carry none.
@@ -85,7 +85,7 @@ export class CompactionController {
       const usage = e instanceof BurrowError ? (e.data?.usage as { input_tokens: number; output_tokens: number } | undefined) : undefined
       if (code === 'INTERNAL') this.logger.error({ err, session_id: session.id }, 'compaction failed')
       else this.logger.warn({ session_id: session.id, code, error: e.message }, 'compaction failed; the history is unchanged')
-      await session.emit(turn, [{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
+      session.emit(turn, [{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
       if (manual) {
         if (err instanceof CompactionError) return outcome(false, before, 0, err.message)
         throw e

@@ -84,7 +84,7 @@ export class PersistentSessionService extends BaseSessionService {
       if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
       // A paused turn is closed first: an archived session never keeps a dangling tool call.
       await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
-      await s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+      s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
       await this.settle(s)
     })
   }

@@ -23,8 +23,12 @@ export class Projector {
   /** When each session may be projected again: a busy session waits `minIntervalMs`, or 20× its last projection's time. */
   private readonly nextAt = new Map<string, number>()
   private readonly root: string
-  /** Committed events not yet projected, per session (so the projector rarely reads the log back); bounded. */
+  /**
+   * Committed events not yet projected, per session, so the projector rarely reads the log back.
+   * Bounded per session and in all: past a bound, a session's events are read from the log instead.
+   */
   private readonly recent = new Map<string, EventEnvelope[]>()
+  private recentCount = 0
 
   /** The live record of a session, when the service has it in memory (saves loading it from the store). */
   peek: (id: string) => SessionRecord | undefined = () => undefined
@@ -45,9 +49,13 @@ export class Projector {
     if (this.closed) return
     if (events.length > 0) {
       const list = this.recent.get(sessionId)
-      if (!list) this.recent.set(sessionId, events.slice())
-      else if (list.length + events.length > RECENT_MAX) this.recent.delete(sessionId) // fallen far behind: read the log instead
-      else for (const e of events) list.push(e)
+      if ((list?.length ?? 0) + events.length > RECENT_MAX || this.recentCount + events.length > RECENT_TOTAL_MAX) {
+        this.forgetRecent(sessionId) // fallen far behind: read the log instead
+      } else {
+        if (list) for (const e of events) list.push(e)
+        else this.recent.set(sessionId, events.slice())
+        this.recentCount += events.length
+      }
     }
     this.dirty.add(sessionId)
     this.schedule()
@@ -70,7 +78,7 @@ export class Projector {
 
   async remove(sessionId: string): Promise<void> {
     this.dirty.delete(sessionId)
-    this.recent.delete(sessionId)
+    this.forgetRecent(sessionId)
     this.nextAt.delete(sessionId)
     await this.working
     await rm(join(this.root, sessionId), { recursive: true, force: true })
@@ -162,14 +170,22 @@ export class Projector {
     if (rest) {
       let j = 0
       while (j < rest.length && rest[j]!.seq <= upTo) j++
-      if (j === rest.length) this.recent.delete(id)
-      else rest.splice(0, j)
+      if (j === rest.length) this.forgetRecent(id)
+      else { rest.splice(0, j); this.recentCount -= j }
     }
     return out
+  }
+
+  private forgetRecent(id: string): void {
+    const list = this.recent.get(id)
+    if (!list) return
+    this.recentCount -= list.length
+    this.recent.delete(id)
   }
 }
 
 const RECENT_MAX = 4096
+const RECENT_TOTAL_MAX = 65_536
 
 async function atomicWrite(path: string, content: string): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`

@@ -47,7 +47,7 @@ export class TurnRunner {
     if (start.kind === 'input' || start.kind === 'continue') {
       turn = session.record.turn_count + 1
       const input = start.kind === 'input' ? start.input : null
-      await session.emit(turn, [{ type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
+      session.emit(turn, [{ type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
     } else {
       turn = session.record.open_turn!.turn
       const pending = session.record.open_turn!.pending_tool_calls
@@ -57,7 +57,7 @@ export class TurnRunner {
         const r = byId.get(call.id)
         if (r) events.push({ type: 'tool_result', data: { tool_call_id: call.id, name: call.name, content: r.content, is_error: r.is_error === true } })
       }
-      await session.emit(turn, events)
+      session.emit(turn, events)
     }
     try {
       // Watched live, the model is called once the turn's start is published, so its text streams as it
@@ -99,20 +99,20 @@ export class TurnRunner {
       const clientOnly = clientIds.length === uses.length
       if (clientOnly) {
         const calls: ToolCall[] = uses.map((u) => ({ id: u.id, name: u.name, input: u.input }))
-        await session.emit(turn, [...events, { type: 'turn_requires_action', data: { tool_calls: calls } }])
+        session.emit(turn, [...events, { type: 'turn_requires_action', data: { tool_calls: calls } }])
         return this.result(session, turn, firstSeq, turnFirstSeq, 'requires_action', resp.stopReason, calls)
       }
-      await session.emit(turn, events)
+      session.emit(turn, events)
 
       for (const u of uses) {
         if (clientIds.includes(u.id)) continue
         if (signal.aborted) throw signal.reason
         const data = await this.runBuiltin(builtinByName.get(u.name), u, session, turn, signal)
-        await session.emit(turn, [{ type: 'tool_result', data }])
+        session.emit(turn, [{ type: 'tool_result', data }])
       }
       if (clientIds.length > 0) {
         const calls: ToolCall[] = uses.filter((u) => clientIds.includes(u.id)).map((u) => ({ id: u.id, name: u.name, input: u.input }))
-        await session.emit(turn, [{ type: 'turn_requires_action', data: { tool_calls: calls } }])
+        session.emit(turn, [{ type: 'turn_requires_action', data: { tool_calls: calls } }])
         return this.result(session, turn, firstSeq, turnFirstSeq, 'requires_action', resp.stopReason, calls)
       }
     }
@@ -170,7 +170,7 @@ export class TurnRunner {
     const usage = turnUsage(session, turn)
     const parts = [outputTextSince(session, turnFirstSeq), last ? textOf(last.content) : ''].filter(Boolean)
     const total = { input_tokens: usage.input_tokens + (last?.usage.input_tokens ?? 0), output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0) }
-    await session.emit(turn, [...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason } }])
+    session.emit(turn, [...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason } }])
     return this.result(session, turn, firstSeq, turnFirstSeq, 'completed', stopReason, [])
   }
 
@@ -214,7 +214,7 @@ export async function closeOpenTurn(session: LiveSession, code: ErrorCode | stri
   }
   const u = turnUsage(session, open.turn)
   events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
-  return await session.emit(open.turn, events)
+  return session.emit(open.turn, events)
 }
 
 /** Notes of a live session, changed through events (so the log records them). */
@@ -224,11 +224,11 @@ export function notesAccess(session: LiveSession, turn: number, by: 'client' | '
     async setNote(key, value) {
       if (!NOTE_KEY.test(key)) throw invalidRequest(fields.key, 'must be 1–128 letters, digits, _ . : -')
       if (value.length > NOTE_VALUE_MAX) throw invalidRequest(fields.value, `must be at most ${NOTE_VALUE_MAX} characters`)
-      await session.emit(turn, [{ type: 'note_set', data: { key, value, by } }])
+      session.emit(turn, [{ type: 'note_set', data: { key, value, by } }])
     },
     async deleteNote(key) {
       if (!session.record.notes.some((n) => n.key === key)) return false
-      await session.emit(turn, [{ type: 'note_deleted', data: { key, by } }])
+      session.emit(turn, [{ type: 'note_deleted', data: { key, by } }])
       return true
     },
   }
