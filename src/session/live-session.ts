@@ -93,7 +93,7 @@ export class LiveSession {
     else this.deliver(e)
   }
 
-  /** Resolves when every committed event is durable and published; rejects if a flush failed. */
+  /** Resolves when every event emitted so far is durable and published; rejects if one could not be stored. */
   async settled(): Promise<void> {
     while (this.gate) await this.gate
     if (this.broken) throw new Error(`session ${this.id}: a commit could not be made durable`)

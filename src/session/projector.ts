@@ -33,9 +33,11 @@ export class Projector {
   /** The live record of a session, when the service has it in memory (saves loading it from the store). */
   peek: (id: string) => SessionRecord | undefined = () => undefined
 
-  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger,
-    private readonly debounceMs = 100, private readonly minIntervalMs = 1000) {
+  private readonly opts: ProjectorOptions
+
+  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger, opts: Partial<ProjectorOptions> = {}) {
     this.root = join(dataDir, 'sessions')
+    this.opts = { ...PROJECTOR_DEFAULTS, ...opts }
   }
 
   /** Picks up what a previous process committed but did not project. */
@@ -45,11 +47,11 @@ export class Projector {
   }
 
   /** Told after each commit, with the events it stored. */
-  notify(sessionId: string, events: readonly EventEnvelope[] = []): void {
+  notify(sessionId: string, events: readonly EventEnvelope[]): void {
     if (this.closed) return
     if (events.length > 0) {
       const list = this.recent.get(sessionId)
-      if ((list?.length ?? 0) + events.length > RECENT_MAX || this.recentCount + events.length > RECENT_TOTAL_MAX) {
+      if ((list?.length ?? 0) + events.length > this.opts.recentPerSession || this.recentCount + events.length > this.opts.recentTotal) {
         this.forgetRecent(sessionId) // fallen far behind: read the log instead
       } else {
         if (list) for (const e of events) list.push(e)
@@ -101,7 +103,7 @@ export class Projector {
 
   private schedule(): void {
     if (this.timer || this.working || this.dirty.size === 0 || this.closed) return
-    this.timer = setTimeout(() => { this.timer = null; this.kick() }, this.debounceMs)
+    this.timer = setTimeout(() => { this.timer = null; this.kick() }, this.opts.debounceMs)
     this.timer.unref()
   }
 
@@ -122,7 +124,7 @@ export class Projector {
         const t0 = performance.now()
         await this.project(id)
         const took = performance.now() - t0
-        this.nextAt.set(id, Date.now() + Math.max(this.minIntervalMs, 20 * took))
+        this.nextAt.set(id, Date.now() + Math.max(this.opts.minIntervalMs, 20 * took))
         if (this.nextAt.size > 10_000) this.nextAt.delete(this.nextAt.keys().next().value as string)
         // A duty cycle for the worker as a whole: under load the projection falls behind (it is
         // asynchronous by design) rather than taking more than about a tenth of the process.
@@ -184,8 +186,17 @@ export class Projector {
   }
 }
 
-const RECENT_MAX = 4096
-const RECENT_TOTAL_MAX = 65_536
+export interface ProjectorOptions {
+  /** Wait after a commit before projecting, so a burst of commits is projected once. */
+  debounceMs: number
+  /** A session is projected at most this often (or every 20× its last projection's time, if longer). */
+  minIntervalMs: number
+  /** Committed events kept in memory for the next projection, per session and in all; past them, the log is read. */
+  recentPerSession: number
+  recentTotal: number
+}
+
+export const PROJECTOR_DEFAULTS: ProjectorOptions = { debounceMs: 100, minIntervalMs: 1000, recentPerSession: 4096, recentTotal: 65_536 }
 
 async function atomicWrite(path: string, content: string): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`
