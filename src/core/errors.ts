@@ -42,6 +42,10 @@ export const ERROR_TABLE = {
   SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
   INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },
   NOTE_NOT_FOUND: { http: 404, rpc: -32021, exit: 21, title: 'Note not found', message: 'The session has no note with this key.' },
+  STORE_UNAVAILABLE: {
+    http: 503, rpc: -32022, exit: 22, title: 'Store unavailable',
+    message: 'The store cannot make writes durable right now (disk full, I/O error or database down); reads still work. Retry later.',
+  },
 } as const satisfies Record<string, ErrorRow>
 
 export interface ErrorRow {
