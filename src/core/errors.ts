@@ -98,3 +98,22 @@ export function toBurrowError(err: unknown): BurrowError {
   if (err instanceof BurrowError) return err
   return new BurrowError('INTERNAL', undefined, undefined, { cause: err })
 }
+
+/**
+ * `STORE_UNAVAILABLE` for a write the store could not make durable (disk full, I/O error,
+ * database gone), keeping the cause for the logs. Storage libraries may hang a second,
+ * detailed rejection on their error (lmdb-js: `commitError`, rejected with the errno error);
+ * it is observed here, so reporting a failed write never leaves a rejection unhandled.
+ */
+export function storeUnavailable(err: unknown, what: string): BurrowError {
+  if (err instanceof BurrowError && err.code === 'STORE_UNAVAILABLE') return err
+  const detail = (err as { commitError?: unknown } | null)?.commitError
+  if (detail instanceof Promise) detail.catch(() => undefined)
+  return new BurrowError('STORE_UNAVAILABLE', `${what} could not be stored: ${describeStoreError(err)}. Reads still work; retry once the store is writable again.`, undefined, { cause: err })
+}
+
+function describeStoreError(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown } | null
+  const msg = typeof e?.message === 'string' ? e.message : String(err)
+  return typeof e?.code === 'string' ? `${e.code} (${msg})` : msg
+}
