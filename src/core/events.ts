@@ -56,7 +56,11 @@ export interface EventData {
   tool_result: { tool_call_id: string; name: string; content: ContentBlock[] | string; is_error: boolean; synthetic?: boolean }
   turn_requires_action: { tool_calls: ToolCall[] }
   turn_completed: { output_text: string; usage: Usage; stop_reason: string }
-  turn_failed: { code: string; message: string; reason?: string; usage: Usage }
+  /**
+   * `reason: 'input_rejected'`: the provider refused the turn's request as such (HTTP 400/413/422); the turn's
+   * messages, events `rejected_seq_range` (inclusive), are out of the history and never sent again.
+   */
+  turn_failed: { code: string; message: string; reason?: string; rejected_seq_range?: [number, number]; usage: Usage }
   compaction_started: { input_tokens: number; estimated_history_tokens: number; message_count: number }
   compaction_completed: {
     summary_tokens: number; messages_before: number; messages_after: number; summary: string

@@ -70,6 +70,11 @@ export interface SessionRecord {
   session_boundary_index: number
   last_compaction_boundary_index: number | null
   compactions: number
+  /**
+   * Bumped whenever the history is replaced rather than appended to: a compaction, or a turn
+   * whose input the provider rejected being rolled back. Stores rewrite the whole history then.
+   */
+  history_generation: number
   /** Session notes, oldest first (at most NOTES_MAX; pinned into every LLM call's system prompt). */
   notes: SessionNote[]
 }

@@ -14,6 +14,12 @@ export interface ProviderHttpOptions {
 }
 
 const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504, 529])
+/**
+ * Statuses by which a provider refuses the request itself (a malformed or unacceptable input,
+ * content it will not take, a body too large): sending the same history again fails again.
+ * Marked `data.rejected`; auth errors (401/403) and rate limits are about the caller, not the input.
+ */
+const REJECTED_STATUS = new Set([400, 413, 422])
 const RETRYABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'])
 
 export type ProviderResponse = Dispatcher.ResponseData
@@ -64,7 +70,7 @@ export class ProviderHttp {
         continue
       }
       throw new BurrowError('PROVIDER_ERROR', `${provider} answered HTTP ${res.statusCode}: ${describeError(res.statusCode, text)}`,
-        { provider, status: res.statusCode })
+        { provider, status: res.statusCode, ...(REJECTED_STATUS.has(res.statusCode) ? { rejected: true } : {}) })
     }
   }
 

@@ -27,8 +27,12 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
     }
     case 'tool_result': toolResult(record, e as EventEnvelope<'tool_result'>); break
     case 'turn_requires_action': if (record.open_turn) record.open_turn.state = 'requires_action'; break
-    case 'turn_completed':
-    case 'turn_failed': record.open_turn = null; break
+    case 'turn_completed': record.open_turn = null; break
+    case 'turn_failed': {
+      if ((e.data as EventData['turn_failed']).reason === INPUT_REJECTED && record.open_turn) rollBack(record, record.open_turn.first_seq)
+      record.open_turn = null
+      break
+    }
     case 'session_archived': record.status = 'archived'; break
     case 'compaction_completed': compacted(record, e as EventEnvelope<'compaction_completed'>); break
     case 'note_set': {
@@ -78,6 +82,7 @@ function created(e: EventEnvelope<'session_created'>): SessionRecord {
     session_boundary_index: 0,
     last_compaction_boundary_index: null,
     compactions: 0,
+    history_generation: 0,
     notes: [],
   }
 }
@@ -155,9 +160,34 @@ function compacted(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): 
   r.message_turns = [e.turn, ...r.message_turns.slice(from)]
   r.history_chars = r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0)
   r.compactions++
+  r.history_generation++
   r.last_compaction_boundary_index = r.session_boundary_index
   r.last_input_tokens = 0
   if (d.usage) addUsage(r, e.turn, { input_tokens: 0, output_tokens: 0, compaction_tokens: d.usage.input_tokens + d.usage.output_tokens })
+}
+
+/**
+ * `turn_failed.data.reason` of a turn whose LLM call the provider refused as a bad request
+ * (HTTP 400/413/422): the reducer takes the turn's messages out of the history, so what was
+ * rejected (an image it cannot take, an input it refuses, one too long) is never sent again.
+ * The events stay in the log, marked by that `turn_failed`.
+ */
+export const INPUT_REJECTED = 'input_rejected'
+
+/**
+ * Drops the messages a turn added (seq >= `fromSeq`). The turn's tool calls and results all lie
+ * inside it, so the history stays valid. After a compaction, message 0 is the latest summary
+ * (its seq is the compaction's, possibly inside this turn): it is kept.
+ */
+function rollBack(r: SessionRecord, fromSeq: number): void {
+  const keep = (i: number) => r.message_seqs[i]! < fromSeq || (i === 0 && r.compactions > 0)
+  const idx = r.messages.map((_, i) => i).filter(keep)
+  if (idx.length === r.messages.length) return
+  r.messages = idx.map((i) => r.messages[i]!)
+  r.message_seqs = idx.map((i) => r.message_seqs[i]!)
+  r.message_turns = idx.map((i) => r.message_turns[i]!)
+  r.history_chars = r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0)
+  r.history_generation++
 }
 
 function addUsage(r: SessionRecord, turn: number, u: TokenTotals): void {

@@ -9,7 +9,7 @@ import { NOTE_VALUE_MAX } from '../core/session-record.js'
 import type { TurnResult } from '../core/wire.js'
 import type { Cancellation } from './cancellation.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
-import { totalTokens } from './session-reducer.js'
+import { INPUT_REJECTED, totalTokens } from './session-reducer.js'
 
 /** Runs before every LLM call of the loop except a session's first (compaction plugs in here). */
 export type BeforeLlmCall = (session: LiveSession, turn: number, signal: Cancellation) => Promise<void>
@@ -189,8 +189,10 @@ export class TurnRunner {
       : toBurrowError(err)
     if (e.code === 'INTERNAL') this.deps.logger.error({ err, session_id: session.id, turn }, 'turn failed')
     if (session.broken) return e
+    // A provider that refuses the request itself would refuse it again: the turn is rolled back out of the history.
+    const reason = e.code === 'PROVIDER_ERROR' && e.data?.rejected === true ? INPUT_REJECTED : (e.data?.reason as string | undefined)
     try {
-      await closeOpenTurn(session, e.code, e.message, (e.data?.reason as string | undefined))
+      await closeOpenTurn(session, e.code, e.message, reason)
     } catch (closeErr) {
       this.deps.logger.error({ err: closeErr, session_id: session.id }, 'could not record turn_failed')
       return new BurrowError('INTERNAL')
@@ -213,7 +215,9 @@ export async function closeOpenTurn(session: LiveSession, code: ErrorCode | stri
     events.push({ type: 'tool_result', data: { tool_call_id: c.id, name: c.name, content: `Tool call not completed: the turn ended (${code}).`, is_error: true, synthetic: true } })
   }
   const u = turnUsage(session, open.turn)
-  events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
+  // A rejected turn names the events it takes out of the history: they stay in the log, visible.
+  const rejected = reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, session.record.last_seq + events.length] as [number, number] } : {}
+  events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), ...rejected, usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
   return session.emit(open.turn, events)
 }
 

@@ -21,7 +21,8 @@ export function fromTuple(t: UsageTuple): TurnUsage {
 }
 
 /** The snapshot as stored: the record without what lives in other keys (configuration, notes, long lists). */
-export type Head = Omit<SessionRecord, 'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn'> & {
+export type Head = Omit<SessionRecord, 'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn' | 'history_generation'> & {
+  /** The record's `history_generation` (schema-3 heads written before rollbacks existed hold `compactions`, the same number). */
   message_count: number; message_generation: number
   /** The log row from which the current history's messages are read (the row of the last compaction, or the first). */
   messages_from: number
@@ -120,11 +121,11 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
     ops.push({ db: d.configs, key: sid, value: json(s.config) })
     ops.push({ db: d.byTenant, key: [tenant, sid], value: ONE })
   }
-  // The events, with the messages they appended; the whole history when a compaction made a new generation.
+  // The events, with the messages they appended; the whole history when a compaction or a rolled-back turn made a new generation.
   const first = events[0]!.seq
   let messagesFrom = k?.messagesFrom ?? first
   let from = k ? k.messageCount : 0
-  if (k && (k.generation !== s.compactions || k.messageCount > s.messages.length)) {
+  if (k && (k.generation !== s.history_generation || k.messageCount > s.messages.length)) {
     from = 0
     messagesFrom = first
   }
@@ -156,7 +157,7 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
   if (!k?.marked) ops.push({ db: d.pending, key: sid, value: ONE })
   ops.push({ db: d.heads, key: sid, value: json(headOf(s, messagesFrom)) })
   return {
-    lastSeq: s.last_seq, messageCount: s.messages.length, generation: s.compactions, messagesFrom,
+    lastSeq: s.last_seq, messageCount: s.messages.length, generation: s.history_generation, messagesFrom,
     status: s.status, running, marked: true, usageChunk: tail,
   }
 }
@@ -193,7 +194,7 @@ export function headOf(r: SessionRecord, messagesFrom: number): Head {
     last_seq: r.last_seq, usage: r.usage, tool_stats: r.tool_stats, open_turn: r.open_turn, last_input_tokens: r.last_input_tokens,
     history_chars: r.history_chars, session_boundary_index: r.session_boundary_index,
     last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
-    message_count: r.messages.length, message_generation: r.compactions, messages_from: messagesFrom,
+    message_count: r.messages.length, message_generation: r.history_generation, messages_from: messagesFrom,
     usage_tail: usage.slice(i).map(toTuple),
   }
 }

@@ -131,11 +131,11 @@ export class LmdbSessionRepository implements SessionRepository {
     for (const { value } of this.dbs.turnUsage.getRange({ start: [sid, 0], end: [sid, usageChunk(head.usage_tail[0]?.[0] ?? 1)] })) {
       for (const t of value as UsageTuple[]) usage.push(fromTuple(t))
     }
-    const { message_count: _c, message_generation: _g, messages_from: _f, usage_tail: tail, ...rest } = head
+    const { message_count: _c, message_generation: generation, messages_from: _f, usage_tail: tail, ...rest } = head
     for (const t of tail) usage.push(fromTuple(t))
     return {
       session_id: sid, ...rest, config: this.dbs.configs.get(sid) as SessionConfig, notes: (this.dbs.notes.get(sid) as SessionNote[] | undefined) ?? [],
-      messages, message_seqs: seqs, message_turns: turns, usage_by_turn: usage,
+      messages, message_seqs: seqs, message_turns: turns, usage_by_turn: usage, history_generation: generation,
     }
   }
 

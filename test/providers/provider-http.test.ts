@@ -102,7 +102,8 @@ t.test('other error statuses are not retried', async (t) => {
     fake.enqueue({ status, errorMessage: `nope ${status}` }, { text: 'must not be reached' })
     const err = await caught(openai.complete(req()))
     if (isCode(t, err, 'PROVIDER_ERROR')) {
-      t.same(err.data, { provider: 'openai', status })
+      // 400/413/422 refuse the request itself: marked so the turn is rolled back out of the history.
+      t.same(err.data, { provider: 'openai', status, ...([400, 413, 422].includes(status) ? { rejected: true } : {}) })
       t.match(err.message, `nope ${status}`)
     }
     t.equal(fake.requests.length, 1, `${status}: one attempt`)
@@ -302,7 +303,7 @@ t.test('error descriptions come from the body', async (t) => {
     const err = await caught(http.postJson('acme', url, {}, {}))
     if (isCode(t, err, 'PROVIDER_ERROR')) {
       t.match(err.message, expected)
-      t.same(err.data, { provider: 'acme', status: reply.status })
+      t.same(err.data, { provider: 'acme', status: reply.status, ...([400, 413, 422].includes(reply.status) ? { rejected: true } : {}) })
     }
   }
   const { url } = await scripted(t, [{ status: 418, body: 'teapot' }])
