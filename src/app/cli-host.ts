@@ -2,6 +2,7 @@ import { pino } from 'pino'
 import { BurrowClient } from '../client/burrow-client.js'
 import { CliFatal, type CliBackend, type CliHost, type CliIo } from '../surfaces/cli/cli.js'
 import { createBurrow } from './burrow.js'
+import { installProcessGuard } from './process-guard.js'
 import { loadConfig, type Config } from './config.js'
 import { Metrics } from './metrics.js'
 import { buildService } from './service.js'
@@ -57,6 +58,7 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
         if (err instanceof StartupError) throw new CliFatal(err.message, EXIT_CONFIG)
         throw err
       }
+      installProcessGuard(burrow.logger)
       await burrow.listen()
       return new Promise<number>((resolve) => {
         const stop = (signal: string) => {

@@ -102,7 +102,13 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
   let repository: import('../store/lmdb-session-repository.js').LmdbSessionRepository
   try {
-    repository = await LmdbSessionRepository.open(config.dataDir, { durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent })
+    repository = await LmdbSessionRepository.open(config.dataDir, {
+      durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent,
+      onHealth: (writable, err) => {
+        if (writable) deps.logger.info({ data_dir: config.dataDir }, 'the session store takes writes again: ready')
+        else deps.logger.error({ err, data_dir: config.dataDir }, 'the session store cannot write (disk full or I/O error): turns fail with STORE_UNAVAILABLE, reads go on, /readyz answers 503 until a probe write succeeds')
+      },
+    })
   } catch (err) {
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
@@ -127,7 +133,8 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   }, 3_600_000)
   sweep.unref()
   cleanup.push(async () => clearInterval(sweep))
-  await repository.sweepIdempotency()
+  // Housekeeping: a store that cannot write yet must not keep the service from serving reads.
+  await repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
   return { service, projector, ...(indexer ? { indexer } : {}), close: closeAll }
 }
 

@@ -2,6 +2,7 @@
 import { loadConfig } from '../app/config.js'
 import { StartupError } from '../app/startup-error.js'
 import { createBurrow } from '../app/burrow.js'
+import { installProcessGuard } from '../app/process-guard.js'
 
 /** `npm start`: configuration from the environment, graceful stop on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -15,6 +16,7 @@ async function main(): Promise<void> {
     }
     throw err
   }
+  installProcessGuard(burrow.logger)
   await burrow.listen()
   const stop = (signal: string) => {
     burrow.logger.info({ signal }, 'shutting down')

@@ -101,8 +101,10 @@ export interface SessionService extends SessionOperations {
   /** Resolves the caller's tenant or throws `UNAUTHORIZED` (for surfaces that gate before calling). */
   authenticate(ctx: CallContext): string
   capabilities(): Capabilities
-  /** False while starting or shutting down. */
+  /** False while starting or shutting down, or while the store refuses writes. */
   ready(): boolean
+  /** Why the service is or is not ready (`/readyz`): recovers by itself when the store takes writes again. */
+  readiness(): 'ready' | 'shutting_down' | 'store_unavailable'
   /** Stops new work, lets running turns finish within `graceMs`, then interrupts them; closes streams. */
   shutdown(graceMs: number): Promise<void>
 }

@@ -64,6 +64,12 @@ export interface SessionRepository {
    * nothing of them, on a seq gap or a failed write.
    */
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
+  /**
+   * False while the store cannot make writes durable (a write failed and nothing has succeeded
+   * since); it turns true again by itself once writes work (LMDB probes while unhealthy).
+   * Failed writes reject with `STORE_UNAVAILABLE`.
+   */
+  writable(): boolean
   /** Purges a session's events, snapshot, indexes, idempotency records and checkpoint. */
   deleteSession(sessionId: string, tenant: string): Promise<void>
   close(): Promise<void>

@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid'
-import { BurrowError, toBurrowError } from '../core/errors.js'
+import { BurrowError, storeUnavailable, toBurrowError } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import { isSessionId } from '../core/ids.js'
 import type { ProviderRegistry } from '../core/llm.js'
@@ -71,7 +71,8 @@ export abstract class BaseSessionService implements SessionService {
 
   constructor(protected readonly deps: SessionServiceDeps) {
     this.hub = new EventHub({ bufferSize: deps.limits.eventBuffer, queueLimit: deps.limits.subscriberQueue })
-    this.idem = new Idempotency(deps.idempotency)
+    this.idem = new Idempotency(deps.idempotency, undefined,
+      (err) => deps.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'))
     this.runner = new TurnRunner({
       providers: deps.providers, builtinTools: deps.builtinTools ?? [], beforeLlmCall: deps.compaction?.beforeLlmCall, memoryGuide: deps.memoryGuide,
       maxSteps: deps.limits.maxSteps, defaultMaxTokens: deps.limits.defaultMaxTokens,
@@ -109,7 +110,15 @@ export abstract class BaseSessionService implements SessionService {
 
   async getCapabilities(_ctx: CallContext): Promise<Capabilities> { return this.capabilities() }
 
-  ready(): boolean { return !this.shuttingDown }
+  ready(): boolean { return this.readiness() === 'ready' }
+
+  readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
+    if (this.shuttingDown) return 'shutting_down'
+    return this.storeWritable() ? 'ready' : 'store_unavailable'
+  }
+
+  /** Whether the store takes writes now (always, without one). */
+  protected storeWritable(): boolean { return true }
 
   async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
     const tenant = this.authenticate(ctx)
@@ -121,7 +130,11 @@ export abstract class BaseSessionService implements SessionService {
         seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config },
       }
       const created = applyEvent(undefined, event)
-      await this.commitFn()([event], created)
+      try {
+        await this.commitFn()([event], created)
+      } catch (err) {
+        throw storeUnavailable(err, 'the new session')
+      }
       this.adopt(created)
       this.hub.publish(event)
       return toCreated(created)
@@ -136,10 +149,24 @@ export abstract class BaseSessionService implements SessionService {
   protected async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
     this.refuseWhenShuttingDown()
     const session = await this.session(tenant, id)
+    await this.closeAbandonedTurn(session)
     return this.idempotent(ctx, tenant, op, id, req, async () => {
       const start = turnStart(session, req, this.deps.providers, op === 'session/resume')
       return this.runTurn(session, start, ctx)
     }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
+  }
+
+  /**
+   * A turn the store says is running but nobody in this process runs: its events stopped reaching
+   * the store (a failed write broke the session, which was then loaded back from the store). It is
+   * closed the way crash recovery closes one, so the session takes its next turn instead of
+   * answering SESSION_BUSY for ever; while the store still refuses writes this fails with
+   * STORE_UNAVAILABLE and is tried again on the next request.
+   */
+  private async closeAbandonedTurn(session: LiveSession): Promise<void> {
+    if (session.running || session.record.open_turn?.state !== 'running') return
+    await closeOpenTurn(session, 'STORE_UNAVAILABLE', 'The turn stopped when its events could not be stored.', 'store_unavailable')
+    await this.settle(session)
   }
 
   async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
@@ -304,6 +331,8 @@ export abstract class BaseSessionService implements SessionService {
     }
     if (!s || s.tenant !== tenant) throw new BurrowError('SESSION_NOT_FOUND', `Session ${id} not found.`)
     if (s.broken) {
+      // Loaded again from the store, which may hold what this process never saw (its buffered events
+      // would have a gap): the channel goes too, and its subscribers end (they resume by Last-Event-ID).
       this.forget(id)
       return this.session(tenant, id)
     }
@@ -376,13 +405,15 @@ export abstract class BaseSessionService implements SessionService {
     return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
   }
 
-  /** Waits until the session's committed events are durable (an acknowledgement); INTERNAL if they cannot be. */
+  /** Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them, INTERNAL for a conflict. */
   protected async settle(session: LiveSession): Promise<void> {
     try {
       await session.settled()
     } catch (err) {
-      this.deps.logger.error({ err, session_id: session.id }, 'events could not be made durable')
-      throw new BurrowError('INTERNAL')
+      const e = toBurrowError(err)
+      if (e.code === 'STORE_UNAVAILABLE') this.deps.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
+      else this.deps.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
+      throw e
     }
   }
 

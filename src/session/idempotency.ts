@@ -34,7 +34,9 @@ export interface IdempotentCall<T> {
 export class Idempotency {
   private readonly inflight = new Map<string, { fp: string; done: Promise<unknown> }>()
 
-  constructor(private readonly store: IdempotencyStore, private readonly ttlMs = IDEMPOTENCY_TTL_MS) {}
+  constructor(private readonly store: IdempotencyStore, private readonly ttlMs = IDEMPOTENCY_TTL_MS,
+    /** Told when an outcome could not be remembered (the store refuses writes). */
+    private readonly onUnremembered: (err: unknown, key: string) => void = () => {}) {}
 
   async run<T>(c: IdempotentCall<T>): Promise<T> {
     const fp = fingerprint(c.op, c.body)
@@ -60,18 +62,28 @@ export class Idempotency {
   }
 
   private async execute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
+    let value: T
     try {
-      const value = await c.run()
-      await this.store.put(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: true, value } })
-      return value
+      value = await c.run()
     } catch (err) {
       if (err instanceof BurrowError && err.data && typeof err.data.turn === 'number') {
-        await this.store.put(c.key, {
-          fingerprint: fp, created_at: Date.now(),
-          outcome: { ok: false, code: err.code, message: err.message, data: err.data },
-        })
+        await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: false, code: err.code, message: err.message, data: err.data } })
       }
       throw err
+    }
+    await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: true, value } })
+    return value
+  }
+
+  /**
+   * The work is done and durable when this runs: failing to remember it (a full disk) must not turn
+   * a success into an error the client would retry — the answer goes out, the failure is reported.
+   */
+  private async remember(key: string, record: IdempotencyRecord): Promise<void> {
+    try {
+      await this.store.put(key, record)
+    } catch (err) {
+      this.onUnremembered(err, key)
     }
   }
 }

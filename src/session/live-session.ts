@@ -1,3 +1,4 @@
+import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { EventData, EventEnvelope, EventType } from '../core/events.js'
 import { isStoredEventType } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
@@ -21,8 +22,13 @@ export class LiveSession {
   /** Receives this session's events for the current call (the caller's own stream). */
   callSink: ((e: EventEnvelope) => void) | null = null
   lastActive = Date.now()
-  /** Set when a commit failed: the in-memory record may be ahead of the log. */
+  /**
+   * Set when a commit failed: the in-memory record may be ahead of the log. The service then
+   * drops this object and loads the session again from the store (what is stored is the truth).
+   */
   broken = false
+  /** Why: the failed commit's error (`STORE_UNAVAILABLE` when the store could not write; INTERNAL for a conflict with the log). */
+  private failure: BurrowError | null = null
   /**
    * Publication of events that are not yet committed or durable: everything published goes
    * through this one chain, so subscribers see events in order and only once they are stored
@@ -50,7 +56,7 @@ export class LiveSession {
    * session (its record is ahead of the log) and makes `settled()` reject.
    */
   emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] {
-    if (this.broken) throw new Error(`session ${this.id} is out of sync with its log`)
+    if (this.broken) throw this.failed()
     const at = this.now().toISOString()
     const out: EventEnvelope[] = []
     for (const p of events) {
@@ -63,8 +69,8 @@ export class LiveSession {
     try {
       pending = this.commit(out, this.record)
     } catch (err) {
-      this.broken = true
-      throw err
+      this.break(err)
+      throw this.failed()
     }
     this.lastActive = Date.now()
     if (!pending && !this.gate) {
@@ -93,14 +99,23 @@ export class LiveSession {
     else this.deliver(e)
   }
 
-  /** Resolves when every event emitted so far is durable and published; rejects if one could not be stored. */
+  /** Resolves when every event emitted so far is durable and published; rejects with the commit's error (`STORE_UNAVAILABLE` on a full disk) if one could not be stored. */
   async settled(): Promise<void> {
     while (this.gate) await this.gate
-    if (this.broken) throw new Error(`session ${this.id}: a commit could not be made durable`)
+    if (this.broken) throw this.failed()
+  }
+
+  private break(err: unknown): void {
+    this.broken = true
+    this.failure ??= toBurrowError(err)
+  }
+
+  private failed(): BurrowError {
+    return this.failure ?? new BurrowError('INTERNAL')
   }
 
   private chain(step: () => void | Promise<void>): void {
-    const next: Promise<void> = (this.gate ?? Promise.resolve()).then(step).catch(() => { this.broken = true })
+    const next: Promise<void> = (this.gate ?? Promise.resolve()).then(step).catch((err: unknown) => this.break(err))
     this.gate = next
     void next.then(() => { if (this.gate === next) this.gate = null })
   }

@@ -36,6 +36,7 @@ export class PersistentSessionService extends BaseSessionService {
   }
 
   protected commitFn(): CommitFn { return this.commit }
+  protected override storeWritable(): boolean { return this.repo.writable() }
   protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
   protected storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo, limit) }
 

@@ -130,7 +130,10 @@ export class Projector {
         // asynchronous by design) rather than taking more than about a tenth of the process.
         if (!this.forcing) await new Promise<void>((r) => setTimeout(r, 9 * took))
       } catch (err) {
-        this.logger.error({ err, session_id: id }, 'projection failed; will retry on the next commit')
+        // A full disk or a store refusing writes: the files and the checkpoint are rewritten whole later,
+        // so trying again is always safe; the pending mark in the store survives a restart meanwhile.
+        this.logger.warn({ err, session_id: id }, `projection failed; retrying in ${this.opts.retryMs} ms`)
+        setTimeout(() => { if (!this.closed) { this.dirty.add(id); this.schedule() } }, this.opts.retryMs).unref()
       }
     }
     for (const id of later) this.dirty.add(id)
@@ -194,9 +197,11 @@ export interface ProjectorOptions {
   /** Committed events kept in memory for the next projection, per session and in all; past them, the log is read. */
   recentPerSession: number
   recentTotal: number
+  /** A session whose projection failed is tried again after this long. */
+  retryMs: number
 }
 
-export const PROJECTOR_DEFAULTS: ProjectorOptions = { debounceMs: 100, minIntervalMs: 1000, recentPerSession: 4096, recentTotal: 65_536 }
+export const PROJECTOR_DEFAULTS: ProjectorOptions = { debounceMs: 100, minIntervalMs: 1000, recentPerSession: 4096, recentTotal: 65_536, retryMs: 5000 }
 
 async function atomicWrite(path: string, content: string): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`

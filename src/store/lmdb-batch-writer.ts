@@ -1,6 +1,8 @@
+import { storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs, LmdbEnv } from './lmdb-env.js'
+import type { LmdbHealth } from './lmdb-health.js'
 import { applyWrites, json, purgeWrites, readKnown, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 
 /** One session's writes waiting for the next batch: every event queued since the last batch, and the record after them. */
@@ -50,7 +52,7 @@ export class LmdbBatchWriter {
   private readonly known = new Map<string, Known>()
 
   /** `durable`: commits resolve once flushed to disk (fsync durability), not only committed. */
-  constructor(private readonly env: LmdbEnv, private readonly durable: boolean) {}
+  constructor(private readonly env: LmdbEnv, private readonly durable: boolean, private readonly health?: LmdbHealth) {}
 
   private get dbs(): BurrowDbs { return this.env.dbs }
 
@@ -144,10 +146,12 @@ export class LmdbBatchWriter {
   private finish(batch: Batch, err?: unknown): void {
     if (err === undefined && batch.flushed) {
       const flushed = batch.flushed
-      delete batch.flushed
-      flushed.then(() => this.finish(batch), (e: unknown) => this.finish(batch, e))
+      // Kept on the batch while it waits, so a failure of a later batch can end the wait (see below).
+      flushed.then(() => { if (batch.flushed === flushed) { delete batch.flushed; this.finish(batch) } },
+        (e: unknown) => { if (batch.flushed === flushed) { delete batch.flushed; this.finish(batch, e) } })
       return
     }
+    if (!this.inflight.has(batch) && this.next !== batch) return // already finished
     this.inflight.delete(batch)
     if (this.next === batch) {
       // The callback never ran (the environment is closing): what it would have written is still queued.
@@ -159,16 +163,25 @@ export class LmdbBatchWriter {
       err ??= new Error('the session store is closed')
     }
     if (err === undefined) {
+      this.health?.succeeded()
       for (const q of batch.queued.values()) {
         if (q.failed) { this.known.delete(q.sid); q.reject(q.failed) } else q.resolve()
       }
       batch.resolve()
       return
     }
-    // Aborted, or the transaction failed to commit: nothing of the batch is stored.
-    for (const q of batch.queued.values()) { this.known.delete(q.sid); q.reject(err) }
+    // Aborted, or the transaction failed to commit (disk full, I/O error): nothing of the batch is stored.
+    const failure = storeUnavailable(err, 'session events')
+    this.health?.failed(err)
+    for (const q of batch.queued.values()) { this.known.delete(q.sid); q.reject(failure) }
     for (const sid of batch.written.keys()) this.known.delete(sid)
-    batch.reject(err)
+    batch.reject(failure)
+    // lmdb-js drops the flush resolvers of the transactions around a failed commit: a batch still waiting
+    // for its flush may never hear of it. Its durability is unknown, so it is not acknowledged (what it
+    // wrote is read back from the store by whoever loads those sessions next).
+    for (const other of [...this.inflight]) {
+      if (other.flushed) { delete other.flushed; this.finish(other, err) }
+    }
   }
 
   /** The batch's writes, checked and serialized; `batch.written` gets the stored state they leave. */
@@ -179,7 +192,10 @@ export class LmdbBatchWriter {
       const k = this.knownOf(q.sid)
       const next = (k?.lastSeq ?? 0) + 1
       // A batch before this one failed after these events were queued: they no longer follow the log.
-      if (q.events[0]!.seq !== next) { q.failed = new Error(`commit out of order for ${q.sid}: expected seq ${next}, got ${q.events[0]!.seq}`); continue }
+      if (q.events[0]!.seq !== next) {
+        q.failed = storeUnavailable(new Error(`an earlier write failed: expected seq ${next}, got ${q.events[0]!.seq}`), `events of session ${q.sid}`)
+        continue
+      }
       written.set(q.sid, sessionWrites(this.dbs, q.events, q.snapshot, k, ops))
     }
     const d = this.dbs

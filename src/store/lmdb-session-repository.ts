@@ -7,6 +7,7 @@ import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { LmdbBatchWriter } from './lmdb-batch-writer.js'
+import { LmdbHealth } from './lmdb-health.js'
 import { fromTuple, rowEvents, rowMessages, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
 import { openLmdbEnv, type BurrowDbs, type LmdbEnv } from './lmdb-env.js'
 import type { Fold, Migrated } from './lmdb-migrate.js'
@@ -24,17 +25,26 @@ export class LmdbSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
   private readonly dbs: BurrowDbs
   private readonly writer: LmdbBatchWriter
+  private readonly health: LmdbHealth
 
-  private constructor(private readonly env: LmdbEnv, private readonly durability: 'fsync' | 'relaxed', idempotencyTtlMs: number) {
+  private constructor(private readonly env: LmdbEnv, private readonly durability: 'fsync' | 'relaxed', idempotencyTtlMs: number,
+    onHealth?: (writable: boolean, err?: unknown) => void) {
     this.dbs = env.dbs
-    this.writer = new LmdbBatchWriter(env, durability === 'fsync')
-    this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs)
+    this.health = new LmdbHealth(env.dbs.meta, onHealth)
+    this.writer = new LmdbBatchWriter(env, durability === 'fsync', this.health)
+    this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs, this.health)
   }
 
   /** `fold` (the session reducer) lets opening upgrade a directory of an older schema by replaying its logs. */
-  static async open(dataDir: string, opts: { durability: 'fsync' | 'relaxed'; idempotencyTtlMs: number; fold?: Fold }): Promise<LmdbSessionRepository> {
-    return new LmdbSessionRepository(await openLmdbEnv(dataDir, opts.durability, opts.fold), opts.durability, opts.idempotencyTtlMs)
+  static async open(dataDir: string, opts: {
+    durability: 'fsync' | 'relaxed'; idempotencyTtlMs: number; fold?: Fold
+    /** Told when writes start failing (with the error) and when they work again. */
+    onHealth?: (writable: boolean, err?: unknown) => void
+  }): Promise<LmdbSessionRepository> {
+    return new LmdbSessionRepository(await openLmdbEnv(dataDir, opts.durability, opts.fold), opts.durability, opts.idempotencyTtlMs, opts.onHealth)
   }
+
+  writable(): boolean { return this.health.writable }
 
   /** What opening upgraded, if it did. */
   get migrated(): Migrated | undefined { return this.env.migrated }
@@ -142,6 +152,7 @@ export class LmdbSessionRepository implements SessionRepository {
   async deleteSession(sessionId: string, tenant: string): Promise<void> {
     await this.writer.delete(sessionId, tenant)
     await this.idempotency.deletePrefix(`${tenant}\u0000${sessionId}\u0000`)
+    // Both writes succeeded, so this flush settles (lmdb-js never settles one after a failed commit).
     if (this.durability === 'fsync') await this.env.flushed()
   }
 
@@ -151,6 +162,7 @@ export class LmdbSessionRepository implements SessionRepository {
   }
 
   async close(): Promise<void> {
+    this.health.close()
     await this.writer.idle()
     await this.env.close()
   }

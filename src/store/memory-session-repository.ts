@@ -92,5 +92,8 @@ export class MemorySessionRepository implements SessionRepository {
     await this.idempotency.deletePrefix(`${tenant}\u0000${sessionId}\u0000`)
   }
 
+  /** Process memory never refuses a write. */
+  writable(): boolean { return true }
+
   async close(): Promise<void> {}
 }

@@ -23,7 +23,10 @@ export function opsRoutes(app: FastifyInstance, service: SessionService, metrics
       response: { 200: json(Health, 'Ready.'), 503: json(Health, 'Not ready.'), ...problems(['INTERNAL']) },
     },
     config: { rateLimit: false },
-  }, async (_req, reply) => (service.ready() ? { status: 'ready' } : reply.code(503).send({ status: 'shutting_down' })))
+  }, async (_req, reply) => {
+    const status = service.readiness()
+    return status === 'ready' ? { status } : reply.code(503).send({ status })
+  })
 
   app.get('/metrics', {
     schema: { operationId: 'metrics', tags: ['ops'], summary: 'Prometheus metrics', response: { 200: Type.Unsafe({ description: 'Prometheus text format.', content: { 'text/plain': { schema: { type: 'string' } } } }), ...problems(['INTERNAL']) } },

@@ -134,7 +134,8 @@ t.test('resume with no input answers a history that ends with the user', async (
   const h = await startBurrow(LMDB, { fake: true })
   t.teardown(() => h.close())
   const id = await h.api.createSession({ model: 'openai:gpt-4o-mini' })
-  h.fake.enqueue({ status: 400, errorMessage: 'nope' })
+  // An outage (not a refusal of the input, which would roll the turn back): the input stays, unanswered.
+  h.fake.enqueue({ status: 401, errorMessage: 'nope' })
   const failed = await h.api.turn(id, { input: 'please answer' })
   t.equal(failed.body.code, 'PROVIDER_ERROR')
   h.fake.enqueue({ text: 'answered at last' })

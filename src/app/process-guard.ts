@@ -1,0 +1,20 @@
+import type { Logger } from '../core/logger.js'
+import { storeUnavailable } from '../core/errors.js'
+import { isUnreachableLmdbRejection } from '../store/lmdb-errors.js'
+
+/**
+ * An unhandled rejection is a crash — except the ones lmdb-js makes, on a failed commit, of
+ * promises no caller can reach (see isUnreachableLmdbRejection): a full disk must not kill the
+ * process. Anything else is rethrown, which Node turns into an uncaught exception: the crash it
+ * always was, with its stack.
+ */
+export function installProcessGuard(logger: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    if (isUnreachableLmdbRejection(reason)) {
+      storeUnavailable(reason, 'an LMDB commit') // observes its detail promise too
+      logger.debug({ err: reason }, 'lmdb-js rejected an internal promise of a failed commit (the write itself was reported)')
+      return
+    }
+    throw reason
+  })
+}
