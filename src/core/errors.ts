@@ -108,8 +108,10 @@ export function toBurrowError(err: unknown): BurrowError {
 export function storeUnavailable(err: unknown, what: string): BurrowError {
   if (err instanceof BurrowError && err.code === 'STORE_UNAVAILABLE') return err
   const detail = (err as { commitError?: unknown } | null)?.commitError
+  // lmdb-js's own message only points at that promise: say what it means instead.
+  const why = detail instanceof Promise ? 'the write failed (disk full or I/O error)' : describeStoreError(err)
   if (detail instanceof Promise) detail.catch(() => undefined)
-  return new BurrowError('STORE_UNAVAILABLE', `${what} could not be stored: ${describeStoreError(err)}. Reads still work; retry once the store is writable again.`, undefined, { cause: err })
+  return new BurrowError('STORE_UNAVAILABLE', `${what} could not be stored: ${why}. Reads still work; retry once the store is writable again.`, undefined, { cause: err })
 }
 
 function describeStoreError(err: unknown): string {

@@ -10,6 +10,7 @@ export const PROBE_INTERVAL_MS = 1_000
  * as free pages for the writes that follow).
  */
 const PROBE_BYTES = 1 << 20
+const PROBE_CHUNK = 1000
 
 /**
  * Whether an LMDB environment takes writes. A failed write turns it unhealthy; a successful one
@@ -60,8 +61,10 @@ export class LmdbHealth {
     if (this.probing || this.closed) return
     this.probing = true
     try {
-      await this.db.put('__probe__', Buffer.alloc(PROBE_BYTES, 1).toString('latin1'))
-      await this.db.remove('__probe__')
+      // Small values (no overflow pages: lmdb-js aborts the process on a failed write of a large one).
+      const chunk = 'p'.repeat(PROBE_CHUNK)
+      await this.db.transaction(() => { for (let i = 0; i < PROBE_BYTES / PROBE_CHUNK; i++) void this.db.put(`__probe__${i}`, chunk) })
+      await this.db.transaction(() => { for (let i = 0; i < PROBE_BYTES / PROBE_CHUNK; i++) void this.db.remove(`__probe__${i}`) })
       this.succeeded()
     } catch (err) {
       storeUnavailable(err, 'a probe write') // observes lmdb-js's secondary rejection; still unhealthy
