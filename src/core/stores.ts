@@ -16,6 +16,11 @@ export interface EventStore {
 /** Session snapshots: derived from the log, a cache that can always be rebuilt from it. */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>
+  /**
+   * The tenant a session belongs to, without loading it (undefined when it does not exist): the
+   * service checks it first, so another tenant's session answers as fast as an unknown id.
+   */
+  tenantOf(sessionId: string): Promise<string | undefined>
   /** Newest first; `cursor` is opaque (`next_cursor` of the previous page). */
   list(tenant: string, q: SessionQuery): Promise<Page<SessionSummary>>
   /** Sessions whose last committed state has a turn running: what a crash left in flight. */

@@ -84,8 +84,8 @@ export abstract class BaseSessionService implements SessionService {
 
   /** Persists committed events (and the record they produced). */
   protected abstract commitFn(): CommitFn
-  /** Finds a session not live in this process (undefined when it does not exist). */
-  protected abstract loadRecord(id: string): Promise<SessionRecord | undefined>
+  /** Finds a session not live in this process (undefined when it does not exist, or belongs to another tenant). */
+  protected abstract loadRecord(id: string, tenant: string): Promise<SessionRecord | undefined>
   /** Stored events of a session in `(after, upTo]` (at most `limit`), for replays. */
   protected abstract storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]>
 
@@ -326,7 +326,7 @@ export abstract class BaseSessionService implements SessionService {
     if (!isSessionId(id)) throw new BurrowError('SESSION_NOT_FOUND', `Session ${String(id).slice(0, 64)} not found.`)
     let s = this.live.get(id)
     if (!s) {
-      const record = await this.loadRecord(id)
+      const record = await this.loadRecord(id, tenant)
       if (record) s = this.live.get(id) ?? this.adopt(record)
     }
     if (!s || s.tenant !== tenant) throw new BurrowError('SESSION_NOT_FOUND', `Session ${id} not found.`)

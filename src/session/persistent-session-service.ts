@@ -37,7 +37,11 @@ export class PersistentSessionService extends BaseSessionService {
 
   protected commitFn(): CommitFn { return this.commit }
   protected override storeWritable(): boolean { return this.repo.writable() }
-  protected loadRecord(id: string): Promise<SessionRecord | undefined> { return this.repo.sessions.get(id) }
+  /** The tenant is checked before the record is read, so another tenant's session costs what an unknown id costs. */
+  protected async loadRecord(id: string, tenant: string): Promise<SessionRecord | undefined> {
+    if (await this.repo.sessions.tenantOf(id) !== tenant) return undefined
+    return this.repo.sessions.get(id)
+  }
   protected storedEvents(id: string, after: number, upTo: number, limit?: number): Promise<EventEnvelope[]> { return this.repo.events.readAfter(id, after, upTo, limit) }
 
   /**

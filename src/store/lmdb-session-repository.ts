@@ -78,6 +78,10 @@ export class LmdbSessionRepository implements SessionRepository {
       await this.writer.settledFor(sessionId)
       return this.load(sessionId)
     },
+    tenantOf: async (sessionId: string): Promise<string | undefined> => {
+      await this.writer.settledFor(sessionId)
+      return (this.dbs.configs.get(sessionId) as SessionConfig | undefined)?.tenant
+    },
     list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
       const after = decodeCursor(q.cursor)
       const limit = q.limit ?? 20

@@ -34,6 +34,7 @@ export class MemorySessionRepository implements SessionRepository {
   }
 
   readonly sessions = {
+    tenantOf: async (sessionId: string): Promise<string | undefined> => this.snapshots.get(sessionId)?.config.tenant,
     get: async (sessionId: string): Promise<SessionRecord | undefined> => {
       const r = this.snapshots.get(sessionId)
       return r ? structuredClone(r) : undefined

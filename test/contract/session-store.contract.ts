@@ -22,7 +22,15 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
 
   withRepo('an unknown session is undefined', async (t, repo) => {
     t.equal(await repo.sessions.get(sessionId(1)), undefined)
+    t.equal(await repo.sessions.tenantOf(sessionId(1)), undefined)
     t.equal(await repo.events.lastSeq(sessionId(1)), 0)
+  })
+
+  withRepo('tenantOf names the owner without loading the session, and writable() holds while writes work', async (t, repo) => {
+    const log = new SessionLog(sessionId(9), config('tenant-b'))
+    await commitAll(repo, log, log.create())
+    t.equal(await repo.sessions.tenantOf(log.id), 'tenant-b')
+    t.equal(repo.writable(), true)
   })
 
   withRepo('a committed snapshot reads back equal, and equals the rebuild of its log', async (t, repo) => {

@@ -1,0 +1,42 @@
+// Another tenant's session answers exactly like an unknown id — in time as well as in body: the
+// tenant is checked before a (possibly very large) session is loaded from the store.
+import t from 'tap'
+import { startBurrow } from '../../helpers/harness.js'
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)]!
+}
+
+t.test('a large session of another tenant costs what an unknown id costs', async (t) => {
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta', BURROW_MAX_LIVE_SESSIONS: '1', BURROW_DURABILITY: 'relaxed' }, { token: 'ka' })
+  t.teardown(() => h.close())
+  const big = await h.api.createSession()
+  const chunk = 'z'.repeat(50_000)
+  for (let i = 0; i < 60; i++) t.equal((await h.api.turn(big, { input: `${i} ${chunk}` })).status, 200)
+  await h.api.createSession() // evicts the big one from memory (one live session): a read must load it
+  const unknown = '01930000-0000-7000-8000-000000000000'
+  const asBeta = { token: 'kb' }
+  const other = await h.api.get(`/v1/sessions/${big}`, asBeta)
+  const none = await h.api.get(`/v1/sessions/${unknown}`, asBeta)
+  t.equal(other.status, 404)
+  t.same({ ...other.body, request_id: 0, detail: other.body.detail.replace(big, 'ID') }, { ...none.body, request_id: 0, detail: none.body.detail.replace(unknown, 'ID') }, 'the same body')
+
+  const times = { other: [] as number[], none: [] as number[], own: [] as number[] }
+  for (let i = 0; i < 15; i++) {
+    for (const [k, path, opts] of [['other', big, asBeta], ['none', unknown, asBeta]] as const) {
+      const t0 = performance.now()
+      await h.api.get(`/v1/sessions/${path}`, opts)
+      times[k].push(performance.now() - t0)
+    }
+    await h.api.createSession() // keep the big session out of memory
+    const t0 = performance.now()
+    await h.api.get(`/v1/sessions/${big}`)
+    times.own.push(performance.now() - t0)
+    await h.api.createSession()
+  }
+  const [other_, none_, own_] = [median(times.other), median(times.none), median(times.own)]
+  t.comment(`median ms: other tenant ${other_.toFixed(2)}, unknown ${none_.toFixed(2)}, owner loading it ${own_.toFixed(2)}`)
+  t.ok(own_ > 4 * none_, 'loading the session is measurably slower (the test can tell)')
+  t.ok(other_ < 2 * none_ + 1, 'another tenant\'s id answers as fast as an unknown one')
+})
