@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { SessionService } from '../core/session-service.js'
 import type { Config } from './config.js'
 import { buildHttpServer } from './http-server.js'
+import { HttpDrain } from './http-drain.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics.js'
 import { buildService } from './service.js'
@@ -21,9 +22,19 @@ export interface Burrow {
   logger: PinoLogger
   /** Listens on the configured address and logs the one start-up line; returns the URL. */
   listen(): Promise<string>
-  /** Graceful stop: no new work, running turns finish within the grace period or are interrupted, streams close. */
+  /**
+   * Graceful stop: no new work; event streams end with `stream_closed`; running turns finish within
+   * the grace period or are interrupted; every answer is delivered before its connection closes.
+   */
   close(): Promise<void>
 }
+
+/**
+ * After the last turn has ended, how long its answer (and any other response in flight) gets to
+ * reach the kernel before its connection is destroyed; the grace period itself, when longer, also
+ * counts. It only runs out for clients that do not read; bin/server.ts's hard stop comes later.
+ */
+const FLUSH_MARGIN_MS = 2_000
 
 /** The composition root: everything the service needs, wired from one checked Config. */
 export async function createBurrow(config: Config, opts: { logger?: PinoLogger; defaultMetrics?: boolean } = {}): Promise<Burrow> {
@@ -31,6 +42,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
   const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true })
   const built = await buildService(config, { logger, telemetry: metrics, version: VERSION })
   const app = await buildHttpServer(config, built.service, metrics, logger)
+  const drain = new HttpDrain(app.server)
   let closing: Promise<void> | null = null
 
   return {
@@ -50,8 +62,28 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       return url
     },
     close() {
+      // The order, and why:
+      // 1. drain.begin(): responses from now on say `Connection: close`, so kept-alive clients go
+      //    elsewhere. The listener stays open, so probes and late clients get SHUTTING_DOWN and
+      //    /readyz 503 from the service instead of a refused connection.
+      // 2. service.shutdown(): refuses new work, ends event subscriptions with `stream_closed`
+      //    (their handlers return and end those responses), lets running turns finish within the
+      //    grace period and interrupts the rest, waiting until their `turn_failed` is recorded.
+      // 3. drain.close(): only now stop listening. A turn's answer is written after its events are
+      //    durable — after the service considers it done — so each request in flight is waited for
+      //    until its response is flushed; kept-alive sockets close as they fall idle; whatever is
+      //    left when the grace period and the margin are over is destroyed.
+      // 4. app.close(): fastify's onClose hooks (the MCP server); no connection is left to cut.
+      // 5. built.close(): the stores last, since the requests drained in 3 read and write them.
       closing ??= (async () => {
+        const graceEnd = performance.now() + config.shutdownGraceMs
+        drain.begin()
         await built.service.shutdown(config.shutdownGraceMs)
+        const drained = await drain.close(Math.max(0, graceEnd - performance.now()) + FLUSH_MARGIN_MS)
+        const fields = { in_flight: drained.inFlight, forced: drained.forced, cut: drained.cut, ms: Math.round(drained.ms) }
+        // One message either way, so the line is easy to find; a forced drain is worth a warning.
+        if (drained.forced) logger.warn(fields, 'http drained')
+        else logger.info(fields, 'http drained')
         await app.close()
         await built.close()
       })()

@@ -29,7 +29,8 @@ export async function buildHttpServer(config: Config, service: SessionService, m
   const app = Fastify({
     loggerInstance: logger as unknown as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
-    forceCloseConnections: true,
+    // Connections are closed by the drain (http-drain.ts): `true` would destroy sockets whose answer is still being written.
+    forceCloseConnections: false,
     requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     genReqId: (req) => {
