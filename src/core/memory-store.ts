@@ -30,11 +30,26 @@ export interface MemoryQuery {
  * entries. Scores are in 0..1, higher is better; hits are ordered best first.
  */
 export interface MemoryStore {
+  /**
+   * Stores the entries (all or none). Throws `STORE_UNAVAILABLE` when they cannot be made
+   * durable, and `SESSION_NOT_FOUND` for entries of a deleted session; once they are
+   * committed it does not throw — maintaining a search index afterwards is the store's
+   * own business.
+   */
   add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]>
   search(q: MemoryQuery): Promise<MemoryHit[]>
-  /** Removes a session's entries; returns how many. */
+  /**
+   * Removes a session's entries; returns how many. Session ids are never reused, so the
+   * session stays deleted: a later `add` of entries for it is `SESSION_NOT_FOUND`.
+   */
   deleteSession(tenant: string, sessionId: string): Promise<number>
   count(tenant: string): Promise<number>
+  /**
+   * Whether writes currently succeed, for readiness checks: false after a write failed
+   * (disk full, I/O error — `add` and `deleteSession` then throw `STORE_UNAVAILABLE`), true
+   * again after the next write succeeds. Searches work either way. Cheap and synchronous.
+   */
+  healthy(): boolean
   close(): Promise<void>
 }
 

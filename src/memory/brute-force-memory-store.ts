@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { BurrowError } from '../core/errors.js'
 import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource, type Posting } from './bm25.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
@@ -19,6 +20,8 @@ interface Tenant {
  */
 export class BruteForceMemoryStore implements MemoryStore {
   private readonly tenants = new Map<string, Tenant>()
+  /** `tenant\0session` of deleted sessions: nothing is added to them again. */
+  private readonly deleted = new Set<string>()
 
   constructor(private readonly embedder: Embedder, private readonly now: () => Date = () => new Date()) {}
 
@@ -29,6 +32,8 @@ export class BruteForceMemoryStore implements MemoryStore {
   }
 
   async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
+    const gone = entries.find((e) => e.session_id && this.deleted.has(`${e.tenant}\0${e.session_id}`))
+    if (gone) throw new BurrowError('SESSION_NOT_FOUND', `Session ${gone.session_id} was deleted; its memories are not kept.`)
     const vectors = await this.embedder.embed(entries.map((e) => e.content))
     const out: MemoryEntry[] = []
     entries.forEach((e, i) => {
@@ -83,6 +88,7 @@ export class BruteForceMemoryStore implements MemoryStore {
   }
 
   async deleteSession(tenant: string, sessionId: string): Promise<number> {
+    this.deleted.add(`${tenant}\0${sessionId}`)
     const t = this.tenants.get(tenant)
     if (!t) return 0
     let n = 0
@@ -100,6 +106,11 @@ export class BruteForceMemoryStore implements MemoryStore {
 
   async count(tenant: string): Promise<number> {
     return this.tenants.get(tenant)?.entries.size ?? 0
+  }
+
+  /** Nothing here can fail to write. */
+  healthy(): boolean {
+    return true
   }
 
   async close(): Promise<void> {}

@@ -1,16 +1,23 @@
 import { readdirSync, renameSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import hnsw from 'hnswlib-node'
+import { DamagedIndexError, inspectIndexFile } from './index-file.js'
 
 const { HierarchicalNSW } = hnsw
 
 export interface HnswParams { m: number; efConstruction: number; efSearch: number }
 export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 200, efSearch: 96 }
 
+/** What the store records (in LMDB) about the index file it saved last for a tenant. */
+export interface IndexFileRecord { file: string; sha256: string }
+
+/** A written, checked index file not yet in place (see {@link TenantIndex.write}). */
+export interface PreparedIndexFile extends IndexFileRecord { tmp: string; covered: number }
+
 /**
  * One tenant's HNSW index (cosine) — a cache of the vectors in LMDB. Saved as
  * `<key>.<labels>.bin`, where `labels` is how many labels (0…labels-1) it covers, written
- * to a temp file and renamed, so a file on disk is always whole and says how far it goes.
+ * to a temp file, checked and renamed, so a file on disk says how far it goes.
  */
 export class TenantIndex {
   private capacity: number
@@ -30,21 +37,37 @@ export class TenantIndex {
     return new TenantIndex(index, 0, params)
   }
 
-  /** Loads the newest saved file for `key`, or returns null when there is none. */
-  static load(dir: string, key: string, dim: number, params: HnswParams = DEFAULT_HNSW): TenantIndex | null {
-    const saved = savedFiles(dir, key)
-    const newest = saved[0]
+  /**
+   * Loads the newest saved file for `key`, or returns null when there is none. The file is
+   * checked before the native addon reads it (see inspectIndexFile): its labels must lie
+   * below both the count in its name and `labelsBelow` (what LMDB has assigned), and when
+   * the store recorded its last save, it must be that very file. Throws DamagedIndexError.
+   */
+  static load(dir: string, key: string, dim: number, opts: { labelsBelow: number; record?: IndexFileRecord | undefined; params?: HnswParams }): TenantIndex | null {
+    const newest = savedFiles(dir, key)[0]
     if (!newest) return null
+    const path = join(dir, newest.file)
+    if (newest.covered > opts.labelsBelow) throw new DamagedIndexError(path, `it claims ${newest.covered} labels, but only ${opts.labelsBelow} were ever assigned`)
+    const facts = inspectIndexFile(path, { dim, labelsBelow: newest.covered })
+    if (opts.record && (opts.record.file !== newest.file || opts.record.sha256 !== facts.sha256)) {
+      throw new DamagedIndexError(path, `it is not the file last saved for this tenant (${opts.record.file})`)
+    }
+    // A fresh native object per attempt: after a failed read hnswlib-node keeps a dangling
+    // pointer in the object, so one that failed is never used again.
     const index = new HierarchicalNSW('cosine', dim)
-    index.readIndexSync(join(dir, newest.file))
+    try {
+      index.readIndexSync(path)
+    } catch (err) {
+      throw new DamagedIndexError(path, `hnswlib could not read it (${(err as Error).message})`, { cause: err })
+    }
     // readIndex resets ef to 10: set it again (done in the constructor).
-    return new TenantIndex(index, newest.covered, params)
+    return new TenantIndex(index, newest.covered, opts.params ?? DEFAULT_HNSW)
   }
 
   add(label: number, vector: readonly number[]): void {
     if (this.index.getCurrentCount() >= this.capacity) {
+      this.index.resizeIndex(this.capacity * 2)
       this.capacity *= 2
-      this.index.resizeIndex(this.capacity)
     }
     this.index.addPoint(vector as number[], label)
     if (label >= this.covered) this.covered = label + 1
@@ -74,13 +97,48 @@ export class TenantIndex {
     return res.neighbors.map((label, i) => ({ label, score: 1 - res.distances[i]! }))
   }
 
-  save(dir: string, key: string): void {
-    const file = `${key}.${this.covered}.bin`
+  /**
+   * Writes the index to a temp file in `dir` and checks it: hnswlib ignores write errors,
+   * so a full disk leaves a short file that only the check notices. Throws (the temp file
+   * removed) when the file is not whole; else {@link install} puts it in place.
+   */
+  write(dir: string, key: string): PreparedIndexFile {
+    const covered = this.covered
+    const file = `${key}.${covered}.bin`
     const tmp = join(dir, `${file}.${process.pid}.tmp`)
-    this.index.writeIndexSync(tmp)
-    renameSync(tmp, join(dir, file))
-    for (const old of savedFiles(dir, key).slice(1)) rmSync(join(dir, old.file), { force: true })
-    this.dirty = 0
+    try {
+      this.index.writeIndexSync(tmp)
+      const facts = inspectIndexFile(tmp, { dim: this.index.getNumDimensions(), labelsBelow: covered })
+      return { tmp, file, covered, sha256: facts.sha256 }
+    } catch (err) {
+      rmSync(tmp, { force: true })
+      const reason = err instanceof DamagedIndexError ? `${err.reason} (disk full?)` : (err as Error).message
+      throw new Error(`writing the memory index file ${file} failed: ${reason}`, { cause: err })
+    }
+  }
+
+  /** Renames a prepared file into place and removes the key's older files. */
+  static install(dir: string, key: string, prepared: PreparedIndexFile): void {
+    renameSync(prepared.tmp, join(dir, prepared.file))
+    for (const old of savedFiles(dir, key)) if (old.file !== prepared.file) rmSync(join(dir, old.file), { force: true })
+    // Temp files of saves that died with their process (a crash, a kill) are left behind otherwise.
+    for (const f of readdirSync(dir)) if (f.startsWith(`${key}.`) && f.endsWith('.tmp')) rmSync(join(dir, f), { force: true })
+  }
+}
+
+/**
+ * Moves a damaged file out of the way (kept as `<name>.damaged` for a post-mortem, one per
+ * key) so the next start does not trip over it again. Returns the new name, or null when
+ * even that failed (the file is then rebuilt over at the next save).
+ */
+export function moveAside(dir: string, key: string, path: string): string | null {
+  try {
+    for (const f of readdirSync(dir)) if (f.startsWith(`${key}.`) && f.endsWith('.damaged')) rmSync(join(dir, f), { force: true })
+    const aside = `${path}.damaged`
+    renameSync(path, aside)
+    return aside
+  } catch {
+    return null
   }
 }
 
@@ -97,5 +155,5 @@ function savedFiles(dir: string, key: string): Array<{ file: string; covered: nu
 export function removeSavedIndexes(dir: string): void {
   let names: string[]
   try { names = readdirSync(dir) } catch { return }
-  for (const f of names) if (f.endsWith('.bin') || f.endsWith('.tmp')) rmSync(join(dir, f), { force: true })
+  for (const f of names) if (f.endsWith('.bin') || f.endsWith('.tmp') || f.endsWith('.damaged')) rmSync(join(dir, f), { force: true })
 }

@@ -1,13 +1,15 @@
-import { randomUUID, createHash } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { BurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
 import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource } from './bm25.js'
-import { DEFAULT_HNSW, TenantIndex, removeSavedIndexes, type HnswParams } from './hnsw-index.js'
-import { fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
+import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
+import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
 import { tokenize } from './text-features.js'
 
 export interface HnswMemoryOptions {
@@ -20,32 +22,47 @@ export interface HnswMemoryOptions {
   saveEvery?: number
 }
 
+const ENTRIES = 'memory entries'
+
 /**
  * Semantic memory on LMDB + hnswlib. LMDB holds the truth (entries, vectors, the BM25
- * postings); each tenant's HNSW index is a cache saved now and then and at close. On
- * open an index file is loaded and only labels newer than it are added from LMDB, so
- * nothing acknowledged is lost to a crash and opening does not re-embed or rebuild.
- * Every tenant has its own index: no query can reach another tenant's vectors.
+ * postings); each tenant's HNSW index is a cache (see TenantIndexCache): saved now and
+ * then and at close, checked before it is loaded, rebuilt from LMDB when damaged, and
+ * completed by an exact scan of whatever it does not cover yet — so nothing acknowledged
+ * is lost to a crash and no state of the index file fails a request. Every tenant has its
+ * own index: no query can reach another tenant's vectors.
+ *
+ * Writes are observed: one that cannot be made durable (disk full, I/O error) throws
+ * `STORE_UNAVAILABLE` and leaves nothing half-done, reads go on working, and writes work
+ * again once the disk does. An `add()` whose entries are committed always succeeds.
  */
 export class HnswMemoryStore implements MemoryStore {
   private readonly indexes = new Map<string, TenantIndex>()
+  private readonly cache: TenantIndexCache
+  private readonly writes: MemoryWrites
   private readonly indexDir: string
-  private readonly logger: Logger
-  private readonly params: HnswParams
-  private readonly saveEvery: number
+  private closed = false
 
   private constructor(private readonly db: MemoryDb, private readonly opts: HnswMemoryOptions) {
     this.indexDir = join(opts.dataDir, 'memory', 'hnsw')
     mkdirSync(this.indexDir, { recursive: true })
-    this.logger = opts.logger ?? SILENT_LOGGER
-    this.params = opts.hnsw ?? DEFAULT_HNSW
-    this.saveEvery = opts.saveEvery ?? 2000
+    this.writes = new MemoryWrites(db)
+    this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
+      dir: this.indexDir, dim: opts.embedder.dimensions, params: opts.hnsw ?? DEFAULT_HNSW,
+      saveEvery: opts.saveEvery ?? 2000, logger: opts.logger ?? SILENT_LOGGER,
+    })
   }
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
-    const store = new HnswMemoryStore(openMemoryDb(opts.dataDir, opts.durability), opts)
-    await store.checkEmbedder()
-    return store
+    const db = openMemoryDb(opts.dataDir, opts.durability)
+    try {
+      const store = new HnswMemoryStore(db, opts)
+      await store.checkEmbedder()
+      return store
+    } catch (err) {
+      await db.root.close().catch(() => undefined)
+      throw err
+    }
   }
 
   /** A different embedder than the one the vectors were made with: re-embed everything, drop the index files. */
@@ -55,20 +72,23 @@ export class HnswMemoryStore implements MemoryStore {
     if (previous === id) return
     const entries = [...this.db.entries.getRange()]
     if (previous !== undefined && entries.length > 0) {
-      this.logger.warn({ from: previous, to: id, entries: entries.length }, 'embedder changed: re-embedding memory')
+      this.opts.logger?.warn({ from: previous, to: id, entries: entries.length }, 'embedder changed: re-embedding memory')
       for (let i = 0; i < entries.length; i += 256) {
         const batch = entries.slice(i, i + 256)
         const vectors = await this.opts.embedder.embed(batch.map((e) => e.value.content))
-        await this.db.vectors.transaction(() => { batch.forEach((e, j) => this.db.vectors.put(e.key as [string, number], toBytes(vectors[j]!))) })
+        await this.writes.run(() => this.db.vectors.transaction(() => { batch.forEach((e, j) => this.db.vectors.put(e.key as [string, number], toBytes(vectors[j]!))) }), ENTRIES)
       }
     }
     removeSavedIndexes(this.indexDir)
-    await this.db.meta.put('embedder', id)
-    await this.flush()
+    await this.writes.run(() => this.db.meta.transaction(() => {
+      for (const key of this.db.meta.getKeys({ start: RECORD_PREFIX, end: `${RECORD_PREFIX}\uffff` })) this.db.meta.remove(key)
+      this.db.meta.put('embedder', id)
+    }), ENTRIES)
   }
 
   async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
     if (entries.length === 0) return []
+    this.assertOpen()
     const vectors = await this.opts.embedder.embed(entries.map((e) => e.content))
     const now = new Date().toISOString()
     const prepared = entries.map((e, i) => {
@@ -76,27 +96,33 @@ export class HnswMemoryStore implements MemoryStore {
       const entry: StoredEntry = { ...e, id: randomUUID(), created_at: now, len: tokens.length }
       return { entry, tf: termFrequencies(tokens), vector: vectors[i]! }
     })
-    const labels = await this.db.entries.childTransaction(() => prepared.map((p) => {
-      const tenant = p.entry.tenant
-      const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-      const label = stats.next
-      this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
-      this.db.entries.put([tenant, label], p.entry)
-      this.db.vectors.put([tenant, label], toBytes(p.vector))
-      this.db.ids.put(p.entry.id, [tenant, label])
-      if (p.entry.session_id) this.db.bySession.put([tenant, p.entry.session_id, label], 1)
-      for (const [term, n] of p.tf) this.db.postings.put([tenant, term, label], n)
-      return label
-    }))
-    await this.flush()
-    // The HNSW insert is CPU-bound: yield between slices so a big batch does not stall the loop.
-    for (let i = 0; i < prepared.length; i++) {
-      const tenant = prepared[i]!.entry.tenant
-      const index = this.indexFor(tenant)
-      if (labels[i]! >= index.covered) index.add(labels[i]!, prepared[i]!.vector)
-      this.maybeSave(tenant, index)
-      if (i % 100 === 99) await new Promise<void>((r) => setImmediate(r))
-    }
+    const tenants = new Set(entries.map((e) => e.tenant))
+    // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
+    // against LMDB as it was; everything committed below is inserted after.
+    for (const tenant of tenants) this.cache.get(tenant)
+    const deleted = await this.writes.run(() => this.db.entries.childTransaction(() => {
+      // Checked in the transaction that would write: a deletion is either before it (and
+      // nothing is added) or after it (and removes these entries too).
+      const gone = prepared.find((p) => p.entry.session_id && this.db.deletedSessions.get([p.entry.tenant, p.entry.session_id]) !== undefined)
+      if (gone) return gone.entry.session_id
+      for (const p of prepared) {
+        const tenant = p.entry.tenant
+        const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+        const label = stats.next
+        this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
+        this.db.entries.put([tenant, label], p.entry)
+        this.db.vectors.put([tenant, label], toBytes(p.vector))
+        this.db.ids.put(p.entry.id, [tenant, label])
+        if (p.entry.session_id) this.db.bySession.put([tenant, p.entry.session_id, label], 1)
+        for (const [term, n] of p.tf) this.db.postings.put([tenant, term, label], n)
+      }
+      return null
+    }), ENTRIES)
+    if (deleted) throw new BurrowError('SESSION_NOT_FOUND', `Session ${deleted} was deleted; its memories are not kept.`)
+    // Committed (with fsync durability: on disk). Nothing below may fail the call — a retry
+    // would add the entries twice — so indexing them never throws: what the index cannot
+    // take is logged, repaired in the background and meanwhile searched exactly.
+    await this.cache.indexed(tenants)
     return prepared.map((p) => publicEntry(p.entry))
   }
 
@@ -109,7 +135,7 @@ export class HnswMemoryStore implements MemoryStore {
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      vector = q.sessionId ? this.exact(q.tenant, q.sessionId, v!, want) : this.indexFor(q.tenant).search(v!, want)
+      vector = q.sessionId ? this.exact(q.tenant, q.sessionId, v!, want) : this.cache.nearest(q.tenant, v!, want)
     }
     const source = this.keywordSource(q.tenant, stats)
     const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), want, accept)
@@ -141,7 +167,8 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   async deleteSession(tenant: string, sessionId: string): Promise<number> {
-    const labels = await this.db.entries.childTransaction(() => {
+    this.assertOpen()
+    const labels = await this.writes.run(() => this.db.entries.childTransaction(() => {
       const out: number[] = []
       const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
       for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
@@ -159,12 +186,13 @@ export class HnswMemoryStore implements MemoryStore {
         this.db.tombstones.put([tenant, label], 1)
         out.push(label)
       }
-      this.db.stats.put(tenant, stats)
+      // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
+      // an add racing the deletion) from bringing the session's memories back.
+      this.db.deletedSessions.put([tenant, sessionId], Date.now())
+      if (out.length > 0) this.db.stats.put(tenant, stats)
       return out
-    })
-    await this.flush()
-    const index = this.indexes.get(tenant)
-    if (index) for (const l of labels) index.remove(l)
+    }), ENTRIES)
+    this.cache.removed(tenant, labels)
     return labels.length
   }
 
@@ -172,23 +200,30 @@ export class HnswMemoryStore implements MemoryStore {
     return this.db.stats.get(tenant)?.docs ?? 0
   }
 
-  /** Saves every index with unsaved changes. */
+  /**
+   * False after a write failed (disk full, I/O error), true again once one succeeds; reads
+   * work either way. While false, asking starts an occasional probe write (see MemoryWrites).
+   */
+  healthy(): boolean {
+    return !this.closed && this.writes.healthy()
+  }
+
+  /** Saves every index with unsaved changes (failures are logged: LMDB has every entry). */
   async save(): Promise<void> {
-    for (const [tenant, index] of this.indexes) if (index.dirty > 0) await this.saveIndex(tenant, index)
+    await this.cache.saveAll()
   }
 
   async close(): Promise<void> {
-    await this.save()
+    if (this.closed) return
+    this.closed = true
+    await this.cache.close()
+    this.writes.close()
     await this.db.root.close()
   }
 
-  /** Throws the tenant's index away and builds it again from the vectors in LMDB (for measurements and repairs). */
+  /** Throws the tenant's index away and builds it again from the vectors in LMDB, synchronously (for measurements). */
   rebuildIndex(tenant: string): TenantIndex {
-    const index = TenantIndex.create(this.opts.embedder.dimensions, this.params)
-    for (const { key, value } of this.db.vectors.getRange({ start: [tenant, 0], end: [tenant, Infinity] })) index.add(key[1] as number, fromBytes(value))
-    index.covered = Math.max(index.covered, this.db.stats.get(tenant)?.next ?? 0)
-    this.indexes.set(tenant, index)
-    return index
+    return this.cache.rebuildNow(tenant)
   }
 
   /** Drops the tenant's in-memory index; the next use loads it from its file (for measurements). */
@@ -196,43 +231,14 @@ export class HnswMemoryStore implements MemoryStore {
     this.indexes.delete(tenant)
   }
 
-  /** The tenant's index: in memory, else its saved file plus what came after, else built from LMDB. */
+  /** The tenant's index: in memory, else its checked saved file, else a fresh one being filled from LMDB. */
   indexFor(tenant: string): TenantIndex {
-    let index = this.indexes.get(tenant)
-    if (index) return index
-    const key = tenantKey(tenant)
-    const loaded = TenantIndex.load(this.indexDir, key, this.opts.embedder.dimensions, this.params)
-    if (!loaded) {
-      index = this.rebuildIndex(tenant)
-    } else {
-      index = loaded
-      for (const t of this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) {
-        if ((t[1] as number) < index.covered) index.remove(t[1] as number)
-      }
-      for (const { key: k, value } of this.db.vectors.getRange({ start: [tenant, index.covered], end: [tenant, Infinity] })) index.add(k[1] as number, fromBytes(value))
-      index.covered = Math.max(index.covered, this.db.stats.get(tenant)?.next ?? 0)
-      this.indexes.set(tenant, index)
-    }
-    return index
+    return this.cache.get(tenant)
   }
 
-  private maybeSave(tenant: string, index: TenantIndex): void {
-    if (index.dirty >= this.saveEvery) void this.saveIndex(tenant, index).catch((err: unknown) => this.logger.warn({ err }, 'saving a memory index failed'))
+  private assertOpen(): void {
+    if (this.closed) throw new BurrowError('SHUTTING_DOWN', 'The memory store is closed.')
   }
-
-  private async saveIndex(tenant: string, index: TenantIndex): Promise<void> {
-    const tombstones = [...this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })]
-    index.save(this.indexDir, tenantKey(tenant))
-    if (tombstones.length > 0) await this.db.tombstones.transaction(() => { for (const t of tombstones) this.db.tombstones.remove(t) })
-  }
-
-  private async flush(): Promise<void> {
-    if (this.opts.durability === 'fsync') await this.db.root.flushed
-  }
-}
-
-function tenantKey(tenant: string): string {
-  return createHash('sha256').update(tenant).digest('hex').slice(0, 24)
 }
 
 function publicEntry(e: StoredEntry): MemoryEntry {

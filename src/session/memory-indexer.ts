@@ -1,3 +1,4 @@
+import { BurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import type { MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
 import type { Message } from '../core/messages.js'
@@ -14,15 +15,36 @@ export interface DiscardedBatch {
 
 const NOT_INDEXED_TOOLS = new Set(['memory_search', 'note_set', 'note_delete'])
 
+export interface MemoryIndexerOptions {
+  /** How often parked batches check whether the store takes writes again (ms). */
+  retryEveryMs?: number
+  /** Parked batches kept at most; past it the oldest is dropped (and logged). */
+  maxParked?: number
+}
+
 /**
  * Indexes what compaction discards, off the turn's path: one queue, worked in order.
  * User, assistant and tool-result text become passages with their session, turn and seq;
  * summaries and the memory tools' own output (injected context) do not. A turn never
- * waits for this; `idle()` lets a shutdown wait.
+ * waits for this, and nothing here fails a turn: errors are logged. `idle()` lets a
+ * shutdown wait.
+ *
+ * A batch the store cannot write (`STORE_UNAVAILABLE`: disk full, I/O error) is parked,
+ * not dropped: the messages are only in the session's log now, and memory should recall
+ * them once the disk is back. Parked batches are retried as soon as the store reports
+ * itself healthy again (checked every `retryEveryMs`, which also lets the store probe),
+ * at most `maxParked` of them — beyond that the oldest is dropped with an error naming
+ * its session and seqs. They do not hold a shutdown: whatever is still parked then stays
+ * unindexed (the log has it verbatim). A batch whose session was deleted meanwhile is
+ * refused by the store and dropped. Any other failure is logged and the batch dropped.
  */
 export class MemoryIndexer {
   private readonly queue: DiscardedBatch[] = []
+  private readonly parked: DiscardedBatch[] = []
   private working: Promise<void> | null = null
+  private retryTimer: NodeJS.Timeout | null = null
+  private readonly retryEveryMs: number
+  private readonly maxParked: number
 
   constructor(
     private readonly store: MemoryStore,
@@ -30,7 +52,11 @@ export class MemoryIndexer {
     private readonly logger: Logger,
     /** Records `memory_indexed` on the session (if it still exists). */
     private readonly indexed: (tenant: string, sessionId: string, entries: number) => Promise<void>,
-  ) {}
+    opts: MemoryIndexerOptions = {},
+  ) {
+    this.retryEveryMs = opts.retryEveryMs ?? 1000
+    this.maxParked = opts.maxParked ?? 256
+  }
 
   enqueue(batch: DiscardedBatch): void {
     this.queue.push(batch)
@@ -41,17 +67,49 @@ export class MemoryIndexer {
     while (this.working) await this.working
   }
 
+  /** Batches waiting for the store to take writes again. */
+  get parkedBatches(): number {
+    return this.parked.length
+  }
+
   private async drain(): Promise<void> {
     for (let b = this.queue.shift(); b; b = this.queue.shift()) {
+      let added = false
       try {
         const entries = this.entriesOf(b)
         if (entries.length === 0) continue
         await this.store.add(entries)
+        added = true
+        if (this.parked.length > 0) this.unpark()
         await this.indexed(b.tenant, b.sessionId, entries.length)
       } catch (err) {
-        this.logger.error({ err, session_id: b.sessionId }, 'indexing discarded messages into memory failed')
+        // Only a failed add is retried: once added, a retry would store the passages twice.
+        const code = err instanceof BurrowError ? err.code : undefined
+        if (!added && code === 'STORE_UNAVAILABLE') this.park(b, err as BurrowError)
+        else if (!added && code === 'SESSION_NOT_FOUND') this.logger.debug({ session_id: b.sessionId }, 'session deleted before its discarded messages were indexed')
+        else this.logger.error({ err, session_id: b.sessionId }, 'indexing discarded messages into memory failed')
       }
     }
+  }
+
+  private park(b: DiscardedBatch, err: BurrowError): void {
+    this.parked.push(b)
+    this.logger.warn({ err, session_id: b.sessionId, parked: this.parked.length }, 'memory is not writable: the discarded messages are indexed once it is')
+    if (this.parked.length > this.maxParked) {
+      const dropped = this.parked.shift()!
+      this.logger.error({ session_id: dropped.sessionId, seqs: [dropped.seqs[0], dropped.seqs.at(-1)] }, 'too many discarded batches wait for memory: the oldest is dropped (its messages stay in the session log)')
+    }
+    if (!this.retryTimer) {
+      this.retryTimer = setInterval(() => { if (this.store.healthy()) this.unpark() }, this.retryEveryMs)
+      // Parked work never keeps a process alive that is otherwise done.
+      this.retryTimer.unref()
+    }
+  }
+
+  private unpark(): void {
+    if (this.retryTimer) clearInterval(this.retryTimer)
+    this.retryTimer = null
+    for (const b of this.parked.splice(0)) this.enqueue(b)
   }
 
   entriesOf(b: DiscardedBatch): NewMemoryEntry[] {

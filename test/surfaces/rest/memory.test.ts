@@ -1,5 +1,6 @@
 import t from 'tap'
 import { once } from 'node:events'
+import { copyFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +8,10 @@ import { MEMORY_GUIDE } from '../../../src/session/memory-tools.js'
 import { SUMMARY_PREFIX } from '../../../src/core/compactor.js'
 import { Api, startBurrow, type Harness } from '../../helpers/harness.js'
 import { spawnServer } from '../../helpers/child-server.js'
+import { createHash } from 'node:crypto'
+import hnsw from 'hnswlib-node'
+import { HashedEmbedder } from '../../../src/memory/hashed-embedder.js'
+import { inspectIndexFile } from '../../../src/memory/index-file.js'
 
 const MEM = { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on', BURROW_DURABILITY: 'relaxed' }
 const COMPACT_FAST = { auto_compact_threshold: 150, recent_turn_budget: 1, min_turns_between_compactions: 0 }
@@ -174,6 +179,75 @@ t.test('memory survives a restart and kill -9', async (t) => {
   exit = once(server.child, 'exit')
   server.child.kill('SIGTERM')
   await exit
+})
+
+t.test('a damaged memory index file is rebuilt from LMDB: adds and searches answer normally, and a retried add adds nothing twice', async (t) => {
+  const env = { ...MEM, BURROW_API_KEYS: 'ka:alpha,kb:beta' }
+  const dim = new HashedEmbedder().dimensions
+  // Index files are named after a hash of the tenant (see tenantKey in src/memory/tenant-index-cache.ts).
+  const tenantKey = (tenant: string) => createHash('sha256').update(tenant).digest('hex').slice(0, 24)
+  const alphaKey = tenantKey('alpha')
+  const betaKey = tenantKey('beta')
+  const indexDir = (dataDir: string) => join(dataDir, 'memory', 'hnsw')
+  const filesOf = (dataDir: string, key: string) => readdirSync(indexDir(dataDir)).filter((f) => f.startsWith(`${key}.`))
+  const seeded = (n: number) => { let x = 3; return Buffer.from(Array.from({ length: n }, () => (x = (x * 1103515245 + 12345) % 2 ** 31) >>> 16 & 255)) }
+  const damages: Array<[string, (file: string, dataDir: string) => void]> = [
+    ['truncated', (f) => truncateSync(f, Math.floor(statSync(f).size / 2))],
+    ['zero-length', (f) => truncateSync(f, 0)],
+    ['random bytes', (f) => writeFileSync(f, seeded(statSync(f).size))],
+    ['built for another dimension', (f) => {
+      const other = new hnsw.HierarchicalNSW('cosine', dim / 2)
+      other.initIndex({ maxElements: 16, m: 16, efConstruction: 200, randomSeed: 100 })
+      for (let l = 0; l < 3; l++) other.addPoint(Array.from({ length: dim / 2 }, (_, i) => (i === l ? 1 : 0)), l)
+      other.writeIndexSync(f)
+    }],
+    ["another tenant's (whole, and plausible: beta's labels are alpha's too)", (f, dataDir) => copyFileSync(join(indexDir(dataDir), filesOf(dataDir, betaKey)[0]!), f)],
+  ]
+  const alphaFacts = ['The vault in Lisbon opens with the code saffron-47.', 'Our espresso machine is descaled every second Tuesday.', 'The tram to Belém leaves from Praça da Figueira.']
+  const betaFacts = ['Beta keeps its spare keys under the blue flowerpot.', 'Beta lunch orders go out at 11:30.', 'The beta printer is called inkwell-9.']
+  const damageWarnings = (logs: any[]) => logs.filter((l) => l.level === 40 && l.msg === 'memory index file is damaged: rebuilding the index from LMDB')
+
+  for (const [name, damage] of damages) {
+    t.test(name, async (t) => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'burrow-mem-damage-'))
+      t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+      let h = await startBurrow(env, { dataDir })
+      t.equal((await new Api(h.url, 'ka').post('/v1/memory', alphaFacts.map((content) => ({ content })))).status, 201)
+      t.equal((await new Api(h.url, 'kb').post('/v1/memory', betaFacts.map((content) => ({ content })))).status, 201)
+      await h.close()
+      const [file] = filesOf(dataDir, alphaKey)
+      t.equal(file, `${alphaKey}.3.bin`, 'the clean stop saved the index')
+      damage(join(indexDir(dataDir), file!), dataDir)
+
+      // The first use of alpha's index after the damage is an add.
+      h = await startBurrow(env, { dataDir })
+      const alpha = new Api(h.url, 'ka')
+      const body = [{ content: 'Added after the damage: the lighthouse key hangs by the door, tag LH-2291.' }]
+      const first = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
+      t.equal(first.status, 201)
+      const retry = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
+      t.same(retry.body, first.body, 'the retry answers the first result')
+      const found = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('LH-2291 lighthouse key')}&limit=10`)
+      t.equal(found.status, 200)
+      t.equal(found.body.results.filter((r: any) => r.content.includes('LH-2291')).length, 1, 'stored once')
+      const vault = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('how do I open the vault in Lisbon?')}&limit=10`)
+      t.equal(vault.status, 200)
+      t.match(vault.body.results[0].content, /saffron-47/, 'the right passage first')
+      t.same(vault.body.results.map((r: any) => r.content).sort(), [...alphaFacts, body[0]!.content].sort(), "all of alpha's entries, none of beta's")
+      const warnings = damageWarnings(h.logs)
+      t.equal(warnings.length, 1, 'one warning')
+      t.match(warnings[0], { tenant_key: alphaKey, file: join(indexDir(dataDir), file!) })
+      await h.close()
+
+      // Repaired: a fresh, whole file, which the next start loads without a word.
+      t.same(filesOf(dataDir, alphaKey).sort(), [`${alphaKey}.3.bin.damaged`, `${alphaKey}.4.bin`], 'the damaged file was moved aside, a fresh one saved')
+      t.equal(inspectIndexFile(join(indexDir(dataDir), `${alphaKey}.4.bin`), { dim, labelsBelow: 4 }).elements, 4)
+      h = await startBurrow(env, { dataDir })
+      t.match((await new Api(h.url, 'ka').get('/v1/memory/search?q=espresso descaled')).body.results[0].content, /espresso/)
+      t.same(damageWarnings(h.logs), [], 'loaded without a warning')
+      await h.close()
+    })
+  }
 })
 
 t.test('session notes: REST, the agent, pinned through compaction', async (t) => {
