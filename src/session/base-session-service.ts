@@ -114,7 +114,9 @@ export abstract class BaseSessionService implements SessionService {
 
   readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
     if (this.shuttingDown) return 'shutting_down'
-    return this.storeWritable() ? 'ready' : 'store_unavailable'
+    // Asking the memory store is also what lets it probe its way back to healthy (it probes when asked).
+    const memoryOk = this.deps.memory?.healthy() ?? true
+    return this.storeWritable() && memoryOk ? 'ready' : 'store_unavailable'
   }
 
   /** Whether the store takes writes now (always, without one). */
