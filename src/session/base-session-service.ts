@@ -16,12 +16,13 @@ import type {
 } from '../core/wire.js'
 import type { Authenticator } from './authenticator.js'
 import { Cancellation } from './cancellation.js'
+import { drainTurns } from './drain-turns.js'
 import { EventHub } from './event-hub.js'
 import { Idempotency, idempotencyKey } from './idempotency.js'
 import { LiveSession, type CommitFn } from './live-session.js'
 import { applyEvent } from './session-reducer.js'
 import type { CompactionController } from './compaction-controller.js'
-import { closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
+import { closeAbandonedTurn, closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
 import { sessionConfig, turnStart } from './turn-requests.js'
 import { addMemory, searchMemory } from './memory-ops.js'
@@ -115,13 +116,11 @@ export abstract class BaseSessionService implements SessionService {
   readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
     if (this.shuttingDown) return 'shutting_down'
     // Asking the memory store is also what lets it probe its way back to healthy (it probes when asked).
-    const memoryOk = this.deps.memory?.healthy() ?? true
-    return this.storeWritable() && memoryOk ? 'ready' : 'store_unavailable'
+    return this.storeWritable() && (this.deps.memory?.healthy() ?? true) ? 'ready' : 'store_unavailable'
   }
 
   /** Whether the store takes writes now (always, without one). */
   protected storeWritable(): boolean { return true }
-
   async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
     const tenant = this.authenticate(ctx)
     this.refuseWhenShuttingDown()
@@ -151,24 +150,11 @@ export abstract class BaseSessionService implements SessionService {
   protected async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
     this.refuseWhenShuttingDown()
     const session = await this.session(tenant, id)
-    await this.closeAbandonedTurn(session)
+    if (await closeAbandonedTurn(session)) await this.settle(session)
     return this.idempotent(ctx, tenant, op, id, req, async () => {
       const start = turnStart(session, req, this.deps.providers, op === 'session/resume')
       return this.runTurn(session, start, ctx)
     }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
-  }
-
-  /**
-   * A turn the store says is running but nobody in this process runs: its events stopped reaching
-   * the store (a failed write broke the session, which was then loaded back from the store). It is
-   * closed the way crash recovery closes one, so the session takes its next turn instead of
-   * answering SESSION_BUSY for ever; while the store still refuses writes this fails with
-   * STORE_UNAVAILABLE and is tried again on the next request.
-   */
-  private async closeAbandonedTurn(session: LiveSession): Promise<void> {
-    if (session.running || session.record.open_turn?.state !== 'running') return
-    await closeOpenTurn(session, 'STORE_UNAVAILABLE', 'The turn stopped when its events could not be stored.', 'store_unavailable')
-    await this.settle(session)
   }
 
   async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
@@ -289,29 +275,15 @@ export abstract class BaseSessionService implements SessionService {
 
   /** Records that memory indexed `entries` passages of a session (if it still exists). */
   async recordIndexed(tenant: string, sessionId: string, entries: number): Promise<void> {
-    let s: LiveSession
-    try {
-      s = await this.session(tenant, sessionId)
-    } catch {
-      return // deleted meanwhile
-    }
+    const s = await Promise.resolve(this.session(tenant, sessionId)).catch(() => undefined)
+    if (!s) return // deleted meanwhile
     s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
   }
 
   async shutdown(graceMs: number): Promise<void> {
     this.shuttingDown = true
     this.hub.closeAll('shutdown')
-    const running = () => [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))
-    const all = Promise.allSettled(running().map((r) => r.done))
-    let timer: NodeJS.Timeout | undefined
-    const graceOver = new Promise<'timeout'>((res) => { timer = setTimeout(() => res('timeout'), graceMs) })
-    const outcome = await Promise.race([all.then(() => 'done' as const), graceOver])
-    clearTimeout(timer)
-    if (outcome === 'timeout') {
-      const left = running()
-      for (const r of left) r.controller.abort(new BurrowError('INTERRUPTED', 'The service is shutting down.', { reason: 'shutdown' }))
-      await Promise.allSettled(left.map((r) => r.done))
-    }
+    await drainTurns(() => [...this.live.values()].flatMap((s) => (s.running ? [s.running] : [])), graceMs)
   }
 
   // ---- shared machinery -------------------------------------------------------------

@@ -221,6 +221,19 @@ export async function closeOpenTurn(session: LiveSession, code: ErrorCode | stri
   return session.emit(open.turn, events)
 }
 
+/**
+ * A turn the store says is running but nobody in this process runs: its events stopped reaching
+ * the store (a failed write broke the session, which was then loaded back from the store). It is
+ * closed as crash recovery closes one, so the session takes its next turn instead of answering
+ * SESSION_BUSY for ever. Returns whether it closed one (the caller waits for it to be durable:
+ * while the store still refuses writes that fails with STORE_UNAVAILABLE, and the next request tries again).
+ */
+export async function closeAbandonedTurn(session: LiveSession): Promise<boolean> {
+  if (session.running || session.record.open_turn?.state !== 'running') return false
+  await closeOpenTurn(session, 'STORE_UNAVAILABLE', 'The turn stopped when its events could not be stored.', 'store_unavailable')
+  return true
+}
+
 /** Notes of a live session, changed through events (so the log records them). */
 export function notesAccess(session: LiveSession, turn: number, by: 'client' | 'agent', fields = { key: 'key', value: 'value' }): ToolSession {
   return {
