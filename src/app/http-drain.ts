@@ -1,46 +1,52 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 
 /** What {@link HttpDrain.close} found and did. */
 export interface DrainResult {
-  /** Requests still in flight when the listener closed. */
+  /** Requests still in flight when the close began. */
   inFlight: number
   /** Whether the time ran out and the connections left were destroyed. */
   forced: boolean
-  /** Responses destroyed unfinished when the time ran out (clients that did not read, requests that never ended). */
+  /** Responses destroyed unfinished when the time ran out (clients that did not read, requests that never arrived in full). */
   cut: number
-  /** ms from the listener's close until every connection was gone. */
+  /** ms from the start of the close until every connection was gone. */
   ms: number
 }
 
 /**
  * Closes an HTTP server without cutting a response: every request in flight finishes and its
- * response is handed to the kernel (`finish`) before its socket closes; only what is still
- * unfinished when the time is up is destroyed.
+ * response is flushed to the kernel before its socket closes; only what is still open when the
+ * time is up is destroyed.
  *
- * Why not fastify's own closing: `forceCloseConnections: true` destroys every socket the moment
- * `app.close()` runs, including one whose answer is being written; `'idle'` (and plain
- * `server.close()`) leaves a kept-alive socket open after its in-flight response ends, so the
- * close waits for the client's keep-alive timeout. This tracks each response itself (the raw
- * `request` event, so hijacked replies such as MCP's count too) and closes sockets as they fall idle.
+ * Why not fastify's closing or Node's: `forceCloseConnections: true` destroys every socket the
+ * moment `app.close()` runs, including one whose answer is being written. `server.close()` and
+ * `closeIdleConnections()` count a connection as idle once its response has *ended*, not once it
+ * is *flushed*, so they too destroy a long answer still on its way to a slow client; and a kept-alive
+ * socket whose in-flight response ends after them stays open until the client's keep-alive timeout.
+ * So responses are tracked here (the raw `request` event, which hijacked replies such as MCP's
+ * also pass), `server.close()` runs only once none is unflushed, and each socket is ended as its
+ * last response is flushed.
  */
 export class HttpDrain {
   private readonly open = new Set<ServerResponse>()
+  /** Responses not yet flushed, per socket (more than one only with pipelining). */
+  private readonly active = new Map<Socket, number>()
   private draining = false
-  private onIdle: (() => void) | null = null
+  private onQuiet: (() => void) | null = null
 
   constructor(private readonly server: Server) {
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.track(req, res))
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.track(req.socket, res))
   }
 
-  /** Requests whose response has not finished (nor been abandoned by its client) yet. */
+  /** Requests whose response has not been flushed (nor abandoned by its client) yet. */
   get inFlight(): number {
     return this.open.size
   }
 
   /**
-   * From now on every response asks its client to close the connection afterwards, so kept-alive
-   * clients move on to another instance by themselves. The listener stays open: late clients and
-   * probes get an answer (the service's `SHUTTING_DOWN`, `/readyz` 503) rather than a refused connection.
+   * From now on every response asks its client to close the connection afterwards, and each
+   * socket is closed once its last response is flushed. The listener stays open: late clients and
+   * probes get an answer (the service's `SHUTTING_DOWN`, `/readyz` 503), not a refused connection.
    */
   begin(): void {
     if (this.draining) return
@@ -49,29 +55,30 @@ export class HttpDrain {
   }
 
   /**
-   * Stops listening, waits for the requests in flight to finish (closing each kept-alive socket
-   * once it is idle) and for every connection to be gone; after `timeoutMs`, destroys what is left.
+   * Waits for the requests in flight to be answered and flushed, then stops listening (which closes
+   * the idle kept-alive sockets) and waits for every connection to be gone; once `timeoutMs` is
+   * over, destroys whatever is left.
    */
   async close(timeoutMs: number): Promise<DrainResult> {
     this.begin()
     const t0 = performance.now()
     const inFlight = this.open.size
-    const closed = new Promise<void>((resolve) => {
-      // Also closes the connections idle right now (Node ≥ 19); it reports when the last connection is gone.
-      if (this.server.listening) this.server.close(() => resolve())
-      else resolve()
-    })
     let timer: NodeJS.Timeout | undefined
     const timeUp = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, timeoutMs)) })
-    const finished = new Promise<void>((resolve) => {
-      if (this.open.size === 0) resolve()
-      else this.onIdle = resolve
+    const quiet = new Promise<'quiet'>((resolve) => {
+      if (this.open.size === 0) resolve('quiet')
+      else this.onQuiet = () => resolve('quiet')
     })
     try {
-      if (await Promise.race([finished.then(() => 'finished' as const), timeUp]) === 'finished') {
-        this.server.closeIdleConnections()
-        // A connection that carries no tracked request (a client that sent half a request, then stalled) still holds the close.
-        if (await Promise.race([closed.then(() => 'closed' as const), timeUp]) === 'closed') return { inFlight, forced: false, cut: 0, ms: performance.now() - t0 }
+      const first = await Promise.race([quiet, timeUp])
+      // Run in the same tick as the last flush (promise jobs only, no I/O in between): nothing can have ended unflushed since.
+      const closed = new Promise<'closed'>((resolve) => {
+        if (this.server.listening) this.server.close(() => resolve('closed'))
+        else resolve('closed')
+      })
+      // A connection that carries no answered request (a client that sent half a request, then stalled) still holds the close.
+      if (first === 'quiet' && (await Promise.race([closed, timeUp])) === 'closed') {
+        return { inFlight, forced: false, cut: 0, ms: performance.now() - t0 }
       }
       const cut = this.open.size
       this.server.closeAllConnections()
@@ -79,20 +86,23 @@ export class HttpDrain {
       return { inFlight, forced: true, cut, ms: performance.now() - t0 }
     } finally {
       clearTimeout(timer)
-      this.onIdle = null
+      this.onQuiet = null
     }
   }
 
-  private track(_req: IncomingMessage, res: ServerResponse): void {
+  private track(socket: Socket, res: ServerResponse): void {
     this.open.add(res)
+    this.active.set(socket, (this.active.get(socket) ?? 0) + 1)
     if (this.draining) askToClose(res)
+    // 'close' comes after 'finish' (the last byte handed to the kernel), or when the client went away.
     res.once('close', () => {
       this.open.delete(res)
+      const left = (this.active.get(socket) ?? 1) - 1
+      if (left > 0) this.active.set(socket, left)
+      else this.active.delete(socket)
       if (!this.draining) return
-      // A kept-alive socket whose last response just ended is idle now: close it rather than wait for the client's timeout.
-      // Deferred: Node marks the connection idle after the response's own 'close' handlers have run.
-      setImmediate(() => this.server.closeIdleConnections())
-      if (this.open.size === 0) this.onIdle?.()
+      if (left === 0) closeGracefully(socket)
+      if (this.open.size === 0) this.onQuiet?.()
     })
   }
 }
@@ -100,4 +110,16 @@ export class HttpDrain {
 /** `Connection: close` on a response whose head is not written yet; Node then ends the socket after it. */
 function askToClose(res: ServerResponse): void {
   if (!res.headersSent) res.setHeader('connection', 'close')
+}
+
+/**
+ * Ends a socket whose last response is flushed: the FIN follows the data, then the socket is
+ * destroyed (what Node does after a `Connection: close` response). A kept-alive socket whose head
+ * went out before the drain began (an SSE stream) would otherwise wait for the client's timeout.
+ */
+function closeGracefully(socket: Socket): void {
+  if (socket.destroyed) return
+  socket.end()
+  if (socket.writableFinished) socket.destroy()
+  else socket.once('finish', () => socket.destroy())
 }
