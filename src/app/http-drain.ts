@@ -24,15 +24,16 @@ export interface DrainResult {
  * is *flushed*, so they too destroy a long answer still on its way to a slow client; and a kept-alive
  * socket whose in-flight response ends after them stays open until the client's keep-alive timeout.
  * So responses are tracked here (the raw `request` event, which hijacked replies such as MCP's
- * also pass), `server.close()` runs only once none is unflushed, and each socket is ended as its
- * last response is flushed.
+ * also pass), `server.close()` runs only while no ended response is unflushed, and each socket is
+ * ended as its last response is flushed.
  */
 export class HttpDrain {
   private readonly open = new Set<ServerResponse>()
   /** Responses not yet flushed, per socket (more than one only with pipelining). */
   private readonly active = new Map<Socket, number>()
   private draining = false
-  private onQuiet: (() => void) | null = null
+  /** Conditions {@link close} waits on, re-checked as responses close. */
+  private readonly waiters = new Set<() => void>()
 
   constructor(private readonly server: Server) {
     server.on('request', (req: IncomingMessage, res: ServerResponse) => this.track(req.socket, res))
@@ -55,9 +56,9 @@ export class HttpDrain {
   }
 
   /**
-   * Waits for the requests in flight to be answered and flushed, then stops listening (which closes
-   * the idle kept-alive sockets) and waits for every connection to be gone; once `timeoutMs` is
-   * over, destroys whatever is left.
+   * Stops listening as soon as no answer is ended but unflushed (at once, usually), which also
+   * closes the idle kept-alive sockets; then waits for the requests in flight to be answered and
+   * flushed and for every connection to be gone. Once `timeoutMs` is over, destroys what is left.
    */
   async close(timeoutMs: number): Promise<DrainResult> {
     this.begin()
@@ -65,29 +66,43 @@ export class HttpDrain {
     const inFlight = this.open.size
     let timer: NodeJS.Timeout | undefined
     const timeUp = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, timeoutMs)) })
-    const quiet = new Promise<'quiet'>((resolve) => {
-      if (this.open.size === 0) resolve('quiet')
-      else this.onQuiet = () => resolve('quiet')
-    })
+    const result = (forced: boolean, cut: number): DrainResult => ({ inFlight, forced, cut, ms: performance.now() - t0 })
     try {
-      const first = await Promise.race([quiet, timeUp])
-      // Run in the same tick as the last flush (promise jobs only, no I/O in between): nothing can have ended unflushed since.
-      const closed = new Promise<'closed'>((resolve) => {
-        if (this.server.listening) this.server.close(() => resolve('closed'))
-        else resolve('closed')
-      })
-      // A connection that carries no answered request (a client that sent half a request, then stalled) still holds the close.
-      if (first === 'quiet' && (await Promise.race([closed, timeUp])) === 'closed') {
-        return { inFlight, forced: false, cut: 0, ms: performance.now() - t0 }
+      let closed: Promise<'closed'> | null = null
+      if (await Promise.race([this.when(() => !this.endedUnflushed()), timeUp]) !== 'timeout') {
+        // Same tick as the check (only promise jobs ran since, no I/O): no answer can have ended meanwhile.
+        closed = new Promise((resolve) => {
+          if (this.server.listening) this.server.close(() => resolve('closed'))
+          else resolve('closed')
+        })
+        // Sockets end as their last answer is flushed; one that carries no answered request (a client
+        // that sent half a request, then stalled) holds the close until the time is up.
+        if (await Promise.race([closed, timeUp]) === 'closed') return result(false, 0)
       }
       const cut = this.open.size
       this.server.closeAllConnections()
-      await closed
-      return { inFlight, forced: true, cut, ms: performance.now() - t0 }
+      if (closed) await closed
+      else if (this.server.listening) await new Promise<void>((resolve) => this.server.close(() => resolve()))
+      return result(true, cut)
     } finally {
       clearTimeout(timer)
-      this.onQuiet = null
+      this.waiters.clear()
     }
+  }
+
+  /** A response whose end() was called but whose last bytes are not with the kernel yet. */
+  private endedUnflushed(): boolean {
+    for (const res of this.open) if (res.writableEnded && !res.writableFinished) return true
+    return false
+  }
+
+  /** Resolves once `cond` holds, checked now and whenever a response closes. */
+  private when(cond: () => boolean): Promise<'ok'> {
+    return new Promise((resolve) => {
+      if (cond()) { resolve('ok'); return }
+      const check = () => { if (cond()) { this.waiters.delete(check); resolve('ok') } }
+      this.waiters.add(check)
+    })
   }
 
   private track(socket: Socket, res: ServerResponse): void {
@@ -102,7 +117,7 @@ export class HttpDrain {
       else this.active.delete(socket)
       if (!this.draining) return
       if (left === 0) closeGracefully(socket)
-      if (this.open.size === 0) this.onQuiet?.()
+      for (const check of [...this.waiters]) check()
     })
   }
 }
