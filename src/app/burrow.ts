@@ -69,10 +69,11 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       // 2. service.shutdown(): refuses new work, ends event subscriptions with `stream_closed`
       //    (their handlers return and end those responses), lets running turns finish within the
       //    grace period and interrupts the rest, waiting until their `turn_failed` is recorded.
-      // 3. drain.close(): only now stop listening. A turn's answer is written after its events are
-      //    durable — after the service considers it done — so each request in flight is waited for
-      //    until its response is flushed; kept-alive sockets close as they fall idle; whatever is
-      //    left when the grace period and the margin are over is destroyed.
+      // 3. drain.close(): only now stop listening (idle kept-alive sockets close with it). A turn's
+      //    answer is written after its events are durable — after the service considers the turn
+      //    done — so each request in flight is waited for until its response is flushed, and its
+      //    socket is ended then; whatever is left when the grace period and the margin are over is
+      //    destroyed.
       // 4. app.close(): fastify's onClose hooks (the MCP server); no connection is left to cut.
       // 5. built.close(): the stores last, since the requests drained in 3 read and write them.
       closing ??= (async () => {
