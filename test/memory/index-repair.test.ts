@@ -55,7 +55,7 @@ t.test('an index save on a full disk is logged and tried again later; the adds a
 
   execFileSync('mount', ['-o', 'remount,size=16m', hnswDir])
   for (let i = 80; i < 140; i += 30) await store.add(texts.slice(i, i + 30).map(entry))
-  const saved = await eventually(() => indexFiles(dir).find((f) => f.endsWith('.140.bin')))
+  const saved = await eventually(() => indexFiles(dir).find((f) => f.endsWith('.140.bin')) ?? '')
   t.equal(inspectIndexFile(join(hnswDir, saved), { dim: embedder.dimensions, labelsBelow: 140 }).elements, 140, 'with room, the next save after another 50 changes is whole')
   await store.close()
   logs.length = 0
