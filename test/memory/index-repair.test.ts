@@ -39,13 +39,14 @@ t.test('an index save on a full disk is logged and tried again later; the adds a
   mkdirSync(hnswDir, { recursive: true })
   // Only the index directory is small: LMDB writes go on, the index file does not fit.
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', hnswDir])
-  const logs: any[] = []
-  let store = await openStore(dir, logs, { saveEvery: 50 })
+  let store: HnswMemoryStore | undefined
   t.teardown(async () => {
-    await store.close().catch(() => undefined)
+    await store?.close().catch(() => undefined)
     try { execFileSync('umount', [hnswDir]) } catch { /* not mounted */ }
     await rm(dir, { recursive: true, force: true })
   })
+  const logs: any[] = []
+  store = await openStore(dir, logs, { saveEvery: 50 })
   const texts = corpus(200)
   for (let i = 0; i < 80; i += 40) t.equal((await store.add(texts.slice(i, i + 40).map(entry))).length, 40, 'the add answers')
   const failed = await eventually(() => logs.find((l) => l.msg === 'saving a memory index failed; it is saved again later (LMDB has every entry)'))
