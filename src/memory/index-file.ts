@@ -98,23 +98,42 @@ function walk(r: ChunkReader, expect: IndexFileExpectations): IndexFileFacts {
   const expectedMin = HEADER_BYTES + count * (perElement + 4)
   if (r.size < expectedMin) throw bad(`${r.size} bytes, shorter than the ${expectedMin} its ${count} elements need`)
 
-  const links = (at: number, max: number, what: string) => {
+  // hnswlib follows a link at level L into the target's level-L list without checking that
+  // the target has one: every upper-level link must reach an element that high. Targets
+  // later in the file are checked when their level is read (`need`: the highest level asked).
+  const levels = new Uint8Array(count)
+  const need = new Uint8Array(count)
+  const links = (at: number, max: number, level: number, what: string) => {
     const n = r.view.getUint16(at, true)
     if (n > max) throw bad(`${what} has ${n} links, more than ${max}`)
-    for (let i = 0; i < n; i++) if (r.view.getUint32(at + 4 + 4 * i, true) >= count) throw bad(`${what} links to an element that does not exist`)
+    for (let i = 0; i < n; i++) {
+      const to = r.view.getUint32(at + 4 + 4 * i, true)
+      if (to >= count) throw bad(`${what} links to an element that does not exist`)
+      if (level > 0 && to < e && levels[to]! < level) throw bad(`${what} links to element ${to}, which has no level ${level}`)
+      if (level > need[to]!) need[to] = level
+    }
   }
-  for (let e = 0; e < count; e++) {
+  // Labels seen (a bit each): a label twice would make hnswlib answer it twice.
+  const seen = new Uint8Array(Math.ceil(expect.labelsBelow / 8))
+  let e = 0
+  for (; e < count; e++) {
     const at = r.take(perElement)
-    links(at, maxM0, `element ${e}`)
+    links(at, maxM0, 0, `element ${e}`)
     const label = r.view.getBigUint64(at + labelOffset, true)
     if (label >= BigInt(expect.labelsBelow)) throw bad(`element ${e} has label ${label}, beyond the ${expect.labelsBelow} it may cover`)
+    const l = Number(label)
+    if (seen[l >> 3]! & (1 << (l & 7))) throw bad(`label ${l} appears twice`)
+    seen[l >> 3]! |= 1 << (l & 7)
   }
-  for (let e = 0; e < count; e++) {
+  for (e = 0; e < count; e++) {
     const bytes = r.u32()
     if (bytes % levelLinks !== 0 || bytes / levelLinks > maxLevel) throw bad(`element ${e} has ${bytes} bytes of upper-level links`)
+    levels[e] = bytes / levelLinks
+    if (need[e]! > levels[e]!) throw bad(`element ${e} is linked at level ${need[e]} but has no such level`)
     const at = r.take(bytes)
-    for (let l = 0; l < bytes / levelLinks; l++) links(at + l * levelLinks, maxM, `element ${e} at level ${l + 1}`)
+    for (let l = 0; l < levels[e]!; l++) links(at + l * levelLinks, maxM, l + 1, `element ${e} at level ${l + 1}`)
   }
+  if (count > 0 && levels[entryPoint] !== maxLevel) throw bad(`the entry point ${entryPoint} is not at the top level ${maxLevel}`)
   if (r.offset !== r.size) throw bad(`${r.size - r.offset} bytes after the last element`)
   return { bytes: r.size, elements: count, sha256: r.digest() }
 }

@@ -56,9 +56,11 @@ export class TenantIndexCache {
     const key = tenantKey(tenant)
     const next = this.next(tenant)
     let index: TenantIndex | null = null
+    let damaged = false
     try {
       index = TenantIndex.load(this.opts.dir, key, this.opts.dim, { labelsBelow: next, record: this.record(key), params: this.opts.params })
     } catch (err) {
+      damaged = true
       const file = err instanceof DamagedIndexError ? err.file : undefined
       const aside = file ? moveAside(this.opts.dir, key, file) : null
       this.opts.logger.warn({ err, tenant_key: key, file, moved_to: aside }, 'memory index file is damaged: rebuilding the index from LMDB')
@@ -69,7 +71,10 @@ export class TenantIndexCache {
       }
     } else {
       index = TenantIndex.create(this.opts.dim, this.opts.params)
-      if (next > 0) this.rebuilding.add(tenant)
+      if (next > 0) {
+        this.rebuilding.add(tenant)
+        if (!damaged) this.opts.logger.info({ tenant_key: key, labels: next }, 'no saved memory index: building it from LMDB')
+      }
     }
     this.indexes.set(tenant, index)
     if (index.covered < next) void this.catchUp(tenant)

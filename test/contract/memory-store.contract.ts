@@ -2,7 +2,13 @@
 import type { Test } from 'tap'
 import type { MemoryStore, NewMemoryEntry } from '../../src/core/memory-store.js'
 
-export type MemoryFactory = () => Promise<{ store: MemoryStore; reopen?: () => Promise<MemoryStore>; cleanup: () => Promise<void> }>
+export type MemoryFactory = () => Promise<{
+  store: MemoryStore
+  reopen?: () => Promise<MemoryStore>
+  /** Damages whatever the store derives from its entries and keeps on disk (index files), while it is closed. */
+  damageDerived?: () => Promise<void>
+  cleanup: () => Promise<void>
+}>
 
 const S1 = '01900000-0000-7000-8000-000000000001'
 const S2 = '01900000-0000-7000-8000-000000000002'
@@ -96,5 +102,37 @@ export function memoryStoreContract(t: Test, factory: MemoryFactory): void {
     t.match(hits[0]!.entry.content, /tangerine/)
     t.equal(await again.count('acme'), 1)
     t.notOk(hits.some((h) => h.entry.session_id === S2), 'deleted entries stay deleted')
+  })
+
+  // Post-commit guarantees: what add() acknowledged is the truth; anything derived from it
+  // (indexes, caches) may be lost or damaged without losing an entry or failing a call.
+  withStore('acknowledged entries are found whatever happened to derived state', async (t, store, ctx) => {
+    if (!ctx.reopen || !ctx.damageDerived) { t.pass('nothing derived is kept'); return }
+    await store.add([entry('The greenhouse thermostat is set to nineteen degrees.'), entry('Parcel lockers are emptied at four in the afternoon.')])
+    await store.close()
+    await ctx.damageDerived()
+    const again = await ctx.reopen()
+    const added = await again.add([entry('The rooftop beehives are inspected every Saturday.')])
+    t.equal(added.length, 1, 'an add answers normally')
+    for (const [query, want] of [['greenhouse thermostat temperature', /greenhouse/], ['when are the parcel lockers emptied', /Parcel lockers/], ['rooftop beehives inspection', /beehives/]] as const) {
+      for (const mode of ['vector', 'hybrid'] as const) t.match((await again.search({ tenant: 'acme', text: query, limit: 1, mode }))[0]?.entry.content, want, `${mode}: ${query}`)
+    }
+    t.equal(await again.count('acme'), 3)
+    t.equal(again.healthy(), true)
+  })
+
+  withStore('a deleted session stays deleted: nothing is added to it afterwards', async (t, store) => {
+    await store.add([entry('A note of session one.', { session_id: S1 })])
+    t.equal(await store.deleteSession('acme', S1), 1)
+    await t.rejects(store.add([entry('A late note of session one.', { session_id: S1 }), entry('A note of session two.', { session_id: S2 })]), { code: 'SESSION_NOT_FOUND' })
+    t.equal(await store.count('acme'), 0, 'nothing of the refused batch was stored')
+    t.equal((await store.add([entry('A note of session two.', { session_id: S2 })])).length, 1, 'other sessions are not affected')
+    t.equal(await store.count('acme'), 1)
+  })
+
+  withStore('healthy while writes succeed', async (t, store) => {
+    t.equal(store.healthy(), true)
+    await store.add([entry('Anything at all.')])
+    t.equal(store.healthy(), true)
   })
 }

@@ -78,6 +78,24 @@ const cases: Array<[string, Buffer, RegExp]> = [
   ['too many links', patched(HEADER, (b) => b.writeUInt16LE(level0, 0)), /more than 32/],
 ]
 
+// The upper-level section: each element's level and where its level lists start.
+const count = Number(bytes.readBigUInt64LE(16))
+const perElement = Number(bytes.readBigUInt64LE(24))
+const labelOffset = Number(bytes.readBigUInt64LE(32))
+const upper: Array<{ level: number; at: number }> = []
+for (let e = 0, at = HEADER + count * perElement; e < count; e++) {
+  const n = bytes.readUInt32LE(at)
+  upper.push({ level: n / (16 * 4 + 4), at: at + 4 })
+  at += 4 + n
+}
+const high = upper.findIndex((u) => u.level >= 1)
+const low = upper.findIndex((u) => u.level === 0)
+cases.push(
+  ['a label twice', patched(HEADER + perElement + labelOffset, (b) => b.writeBigUInt64LE(bytes.readBigUInt64LE(HEADER + labelOffset))), /label 0 appears twice/],
+  ['an entry point below the top level', patched(52, (b) => b.writeUInt32LE(low)), /entry point \d+ is not at the top level/],
+  ['an upper-level link to an element without that level', patched(upper[high]!.at, (b) => { b.writeUInt16LE(1, 0); b.writeUInt32LE(low, 4) }), /(links to element \d+, which has no level 1|is linked at level 1 but has no such level)/],
+)
+
 for (const [name, content, reason] of cases) {
   t.test(`damaged: ${name}`, async (t) => {
     const path = damaged(`k${cases.findIndex((c) => c[0] === name)}`, content)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BruteForceMemoryStore } from '../../src/memory/brute-force-memory-store.js'
@@ -18,6 +18,12 @@ const hnsw: MemoryFactory = async () => {
   return {
     store,
     reopen: async () => (store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })),
+    damageDerived: async () => {
+      const indexDir = join(dir, 'memory', 'hnsw')
+      const files = (await readdir(indexDir)).filter((f) => f.endsWith('.bin'))
+      if (files.length === 0) throw new Error('no index file to damage')
+      for (const f of files) await writeFile(join(indexDir, f), Buffer.alloc(4096, 0xa7))
+    },
     cleanup: async () => { await store.close().catch(() => undefined); await rm(dir, { recursive: true, force: true }) },
   }
 }
