@@ -12,7 +12,7 @@ import { restApi } from '../surfaces/rest/rest-api.js'
 import { rpcHttpRoutes } from '../surfaces/rpc/rpc-http.js'
 import { mcpHttpRoutes } from '../surfaces/mcp/mcp-http.js'
 import { passThrough } from '../surfaces/rest/sse-frames.js'
-import { clientErrorHandler } from '../surfaces/rest/client-error.js'
+import { clientErrorHandler, expectationHandler } from '../surfaces/rest/client-error.js'
 import { frameworkErrors } from '../surfaces/rest/framework-errors.js'
 import type { Config } from './config.js'
 import type { Metrics } from './metrics.js'
@@ -47,6 +47,7 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     },
   })
   app.addHook('onRequest', (req, reply, done) => { reply.header('x-request-id', req.id); done() })
+  app.server.on('checkExpectation', expectationHandler(app.log, nextRequestId))
 
   if (config.corsOrigins) {
     await app.register(cors, {

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { BurrowError } from '../../core/errors.js'
@@ -7,7 +7,7 @@ import { problemOf } from './problem.js'
 /** How long a refused connection may stay half-open for the client to read the answer. */
 const LINGER_MS = 2_000
 
-interface ParserError extends Error { code?: string; reason?: string }
+interface ParserError extends Error { code?: string; reason?: string; rawPacket?: unknown }
 
 /** Node's HTTP parser errors (`HPE_*`, timeouts) as rows of the table: 431 and 408 are not in it. */
 export function fromClientError(err: ParserError): BurrowError {
@@ -48,11 +48,28 @@ export function clientErrorHandler(nextRequestId: () => string) {
     if (!socket.writable || current?.headersSent) { socket.destroy(); return }
     const body = JSON.stringify(problemOf(e, id))
     const status = e.status
+    // The answer to a HEAD request has no body, even when the rest of the request is malformed.
+    const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
     socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/problem+json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`)
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${head ? '' : body}`)
     // Half-closed, so the client reads the answer; one that does not close its side is cut off.
     const timer = setTimeout(() => socket.destroy(), LINGER_MS)
     timer.unref()
     socket.once('close', () => clearTimeout(timer))
+  }
+}
+
+/**
+ * For the HTTP server's `checkExpectation` event: an `Expect` other than `100-continue`, which
+ * Node would answer 417 with no body (417 is not in the table), is INVALID_REQUEST naming the
+ * header. Such a request never reaches fastify.
+ */
+export function expectationHandler(log: FastifyInstance['log'], nextRequestId: () => string) {
+  return (_req: IncomingMessage, res: ServerResponse): void => {
+    const id = nextRequestId()
+    const e = new BurrowError('INVALID_REQUEST', 'The server meets no expectation but 100-continue.', { field: 'header/expect' })
+    log.info({ request_id: id, code: e.code, detail: e.message }, 'request refused')
+    const body = JSON.stringify(problemOf(e, id))
+    res.writeHead(e.status, { 'content-type': 'application/problem+json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': id, connection: 'close' }).end(body)
   }
 }

@@ -63,7 +63,8 @@ export function fromFastifyError(err: unknown): BurrowError {
   const e = err as FastifyLikeError
   if (e && Array.isArray(e.validation) && e.validation.length > 0) {
     const v = e.validation[0]!
-    const part = e.validationContext ?? 'body'
+    // fastify says `headers`; the surfaces' own checks name a header `header/<name>`.
+    const part = e.validationContext === 'headers' ? 'header' : e.validationContext ?? 'body'
     let field = `${part}${v.instancePath}`
     let problem = v.message ?? 'is invalid'
     if (v.keyword === 'required') {

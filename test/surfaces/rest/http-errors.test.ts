@@ -76,6 +76,18 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
     t.equal(get.status, 200, 'a body on GET is read and ignored')
   })
 
+  await t.test('what the fuzz test found: Expect, HEAD, an SSE route asked for JSON, header field names', async (t) => {
+    isProblem(t, await rawRequest(h.url, head('GET', '/v1/capabilities', { expect: 'something' })), 'INVALID_REQUEST', 'header/expect')
+    const headMalformed = await rawRequest(h.url, head('HEAD', '/v1/capabilities', { 'x-note': 'a\x01b' }))
+    t.equal(headMalformed.status, 400)
+    t.equal(headMalformed.raw.split('\r\n\r\n')[1], '', 'the answer to a HEAD request has no body')
+    for (const path of [`/v1/sessions/${id}/events`, '/v1/events']) {
+      isProblem(t, await rawRequest(h.url, head('GET', path, { accept: 'application/json' })), 'INVALID_REQUEST', 'header/accept')
+    }
+    const r = await h.api.post('/v1/sessions', {}, { headers: { 'idempotency-key': 'k'.repeat(256) } })
+    t.equal(r.body.field, 'header/idempotency-key', 'headers are named header/<name>, as everywhere')
+  })
+
   t.same(h.logs.filter((l) => l.level >= 50), [], 'nothing was an internal error')
 })
 
