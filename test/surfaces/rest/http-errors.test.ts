@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap'
 import { ERROR_TABLE } from '../../../src/core/errors.js'
 import { startBurrow } from '../../helpers/harness.js'
-import { problemFaults } from '../../helpers/problem-check.js'
+import { problemFaults, rpcErrorFaults } from '../../helpers/problem-check.js'
 import { head, rawRequest, type RawResponse } from '../../helpers/raw-http.js'
 
 const LIMIT = 64 * 1024
@@ -96,14 +96,21 @@ t.test('an over-limit body gets its 413 even when the client sends all of it bef
   t.teardown(() => h.close())
   const chunk = Buffer.alloc(4096, 'x')
   const chunks = Array.from({ length: (3 * LIMIT) / chunk.length }, () => chunk)
-  for (const path of ['/v1/sessions', '/v1/memory']) {
-    const declared = await rawRequest(h.url, head('POST', path, { 'content-type': 'application/json', 'content-length': String(3 * LIMIT) }), { chunks, readAfterSending: true })
+  const tooLarge = (path: string, r: RawResponse) => {
+    if (path.startsWith('/v1/')) return isProblem(t, r, 'PAYLOAD_TOO_LARGE')
+    // /rpc and /mcp answer JSON-RPC errors, under the same status.
+    t.equal(r.status, ERROR_TABLE.PAYLOAD_TOO_LARGE.http)
+    t.same(rpcErrorFaults(JSON.parse(r.body || 'null')?.error), [], `${path}: a JSON-RPC error of the table`)
+  }
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  for (const path of ['/v1/sessions', '/v1/memory', '/rpc', '/mcp']) {
+    const declared = await rawRequest(h.url, head('POST', path, { ...headers, 'content-length': String(3 * LIMIT) }), { chunks, readAfterSending: true })
     t.equal(declared.end, 'closed', `${path}, Content-Length: no reset (${declared.end})`)
-    isProblem(t, declared, 'PAYLOAD_TOO_LARGE')
+    tooLarge(path, declared)
     const framed = chunks.map((c) => Buffer.concat([Buffer.from(`${c.length.toString(16)}\r\n`), c, Buffer.from('\r\n')]))
-    const chunked = await rawRequest(h.url, head('POST', path, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }), { chunks: [...framed, '0\r\n\r\n'], readAfterSending: true })
+    const chunked = await rawRequest(h.url, head('POST', path, { ...headers, 'transfer-encoding': 'chunked' }), { chunks: [...framed, '0\r\n\r\n'], readAfterSending: true })
     t.equal(chunked.end, 'closed', `${path}, chunked: no reset (${chunked.end})`)
-    isProblem(t, chunked, 'PAYLOAD_TOO_LARGE')
+    tooLarge(path, chunked)
   }
   // Past the bound (16 bodies' worth here) the answer does not wait for the body: closing is fine then.
   const huge = await rawRequest(h.url, head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': String(32 * LIMIT) }), { timeoutMs: 2000 })
