@@ -45,17 +45,19 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
   const bound = drainBound(app.initialConfig.bodyLimit ?? 1024 * 1024)
 
   // Before the body is read: an unauthenticated client gets nothing parsed, let alone run.
-  const authenticate = async (req: FastifyRequest, reply: FastifyReply) => {
+  const authenticate = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
     const { apiKey } = callContext(req)
     try {
       service.authenticate({ apiKey, requestId: req.id })
     } catch (err) {
       const e = toBurrowError(err)
-      if (e.code === 'INTERNAL') throw err
+      if (e.code === 'INTERNAL') { done(err as Error); return }
       req.log.info({ code: e.code, detail: e.message }, 'request refused')
       if (e.code === 'UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge(apiKey !== undefined))
-      return answer(reply, e.status, rpcErrorOf(e))
+      answer(reply, e.status, rpcErrorOf(e))
+      return
     }
+    done()
   }
 
   app.post('/mcp', {

@@ -98,7 +98,15 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     // Routes with a body schema bound the depth of its free-form parts before validation reads
     // them (/rpc and /mcp check each message themselves, against each method's schema).
     if (body && (body.type !== undefined || body.anyOf !== undefined)) {
-      const depth = async (req: { body: unknown }) => { assertJsonDepth(req.body, body, 'body') }
+      const depth = (req: { body: unknown }, _reply: unknown, done: (err?: Error) => void) => {
+        try {
+          assertJsonDepth(req.body, body, 'body')
+        } catch (err) {
+          done(err as Error)
+          return
+        }
+        done()
+      }
       const existing = route.preValidation
       route.preValidation = existing === undefined ? [depth] : Array.isArray(existing) ? [depth, ...existing] : [depth, existing]
     }
