@@ -12,9 +12,12 @@ import { restApi } from '../surfaces/rest/rest-api.js'
 import { rpcHttpRoutes } from '../surfaces/rpc/rpc-http.js'
 import { mcpHttpRoutes } from '../surfaces/mcp/mcp-http.js'
 import { passThrough } from '../surfaces/rest/sse-frames.js'
+import { clientErrorHandler, expectationHandler } from '../surfaces/rest/client-error.js'
+import { frameworkErrors } from '../surfaces/rest/framework-errors.js'
 import type { Config } from './config.js'
 import type { Metrics } from './metrics.js'
 import { VERSION } from './version.js'
+import { REQUEST_SERIALIZERS } from './logger.js'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -27,8 +30,14 @@ const nextRequestId = () => `${PROCESS_PREFIX}-${(++requestCounter).toString(36)
 /** The fastify instance with every HTTP surface mounted. */
 export async function buildHttpServer(config: Config, service: SessionService, metrics: Metrics, logger: PinoLogger): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: logger as unknown as FastifyBaseLogger,
+    // Request URLs are logged with credentials (`?access_token=`) redacted, whatever logger is given.
+    loggerInstance: logger.child({}, { serializers: REQUEST_SERIALIZERS }) as unknown as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
+    // What fastify and Node's parser refuse is answered as a problem document of the code table.
+    frameworkErrors,
+    clientErrorHandler: clientErrorHandler(nextRequestId),
+    // The longest path parameter a route accepts is a note key (128 characters).
+    routerOptions: { maxParamLength: 128 },
     // Connections are closed by the drain (http-drain.ts): `true` would destroy sockets whose answer is still being written.
     forceCloseConnections: false,
     requestIdHeader: false,
@@ -39,6 +48,7 @@ export async function buildHttpServer(config: Config, service: SessionService, m
     },
   })
   app.addHook('onRequest', (req, reply, done) => { reply.header('x-request-id', req.id); done() })
+  app.server.on('checkExpectation', expectationHandler(app.log, nextRequestId))
 
   if (config.corsOrigins) {
     await app.register(cors, {

@@ -7,6 +7,13 @@ import type { SessionServiceDeps } from './base-session-service.js'
 import type { LiveSession } from './live-session.js'
 import { assertBudget, type TurnStart } from './turn-runner.js'
 
+/**
+ * Levels a tool's `input_schema` may nest. Real tool schemas stay within a dozen; the bound
+ * keeps what is cloned, stored and sent to providers (all recursive) far from the
+ * stack's limit, on every surface, before anything is recorded.
+ */
+export const MAX_INPUT_SCHEMA_DEPTH = 64
+
 /** The configuration a session is created with: capability checks, defaults, tool names. */
 export function sessionConfig(tenant: string, req: CreateSession, deps: Pick<SessionServiceDeps, 'capabilities' | 'providers' | 'builtinTools' | 'compactionDefaults'>): SessionConfig {
   const caps = deps.capabilities
@@ -19,6 +26,7 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: Pick<Ses
   for (const [i, t] of (req.tools ?? []).entries()) {
     if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
     if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
+    if (nestsDeeper(t.input_schema, MAX_INPUT_SCHEMA_DEPTH)) throw invalidRequest(`body/tools/${i}/input_schema`, `nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`)
     names.add(t.name)
   }
   return {
@@ -70,3 +78,14 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
   return { kind: 'tool_results', results: req.tool_results!, maxTokens: req.max_tokens }
 }
 
+/** Whether a JSON value nests more than `max` objects or arrays deep; iterative, so any depth is safe to measure. */
+function nestsDeeper(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  for (let e = stack.pop(); e !== undefined; e = stack.pop()) {
+    const [v, depth] = e
+    if (typeof v !== 'object' || v === null) continue
+    if (depth > max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}

@@ -10,10 +10,13 @@
  * responses go out as the same SSE stream the SDK writes (`event: message`, one JSON-RPC
  * message per event; progress notifications of a request on its stream as they happen).
  *
- * The checks of the SDK's transport are kept: Accept must list application/json and
- * text/event-stream (406), the body is JSON-RPC messages (400, -32700), an initialize
- * request comes alone (400, -32600), an unknown MCP-Protocol-Version is refused (400);
- * a POST of notifications and responses only is answered 202.
+ * The checks of the SDK's transport are kept, answered from the one code table (every error
+ * carries `data.code`; see mcp-errors.ts): Accept must list application/json and
+ * text/event-stream, the body is JSON-RPC messages (-32600 otherwise: -32700 is for a body
+ * that is not JSON), an initialize request comes alone (-32600), an unknown
+ * MCP-Protocol-Version is refused (all 400 INVALID_REQUEST); a POST of notifications and
+ * responses only is answered 202. A request the SDK would drop unanswered (its own check of
+ * the envelope fails, e.g. `_meta` that is not an object) is answered -32600 here.
  *
  * A plain `tools/call` (params: name, arguments, _meta) goes straight to the server's own
  * tools/call handler (`toolCall`), without the SDK's generic request path (its zod checks of
@@ -28,8 +31,11 @@
  */
 import type { ServerResponse } from 'node:http'
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId } from '@modelcontextprotocol/sdk/types.js'
-import { ERROR_TABLE } from '../../core/errors.js'
+import {
+  isJSONRPCRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId,
+} from '@modelcontextprotocol/sdk/types.js'
+import { BurrowError, ERROR_TABLE, type ErrorCode } from '../../core/errors.js'
+import { NOT_A_REQUEST, rpcErrorOf, tableError } from './mcp-errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
 
 /** What a tool call learns of the HTTP request that carried it. */
@@ -46,8 +52,13 @@ interface Exchange {
 /** A request that took the SDK's path, under its internal id: where and under which id to answer it. */
 interface Routed { ex: Exchange; clientId: RequestId }
 
-/** An HTTP-level refusal, answered as the SDK's transport answers it (`burrowCode`: a row of the error table). */
-export interface Refusal { status: number; code: number; message: string; burrowCode?: string }
+/** An HTTP-level refusal: a JSON-RPC error with id null, under its table row's HTTP status. */
+export interface Refusal { status: number; code: number; message: string; burrowCode: ErrorCode; field?: string }
+
+/** A refusal of the table's row `code`; `rpc` is JSON-RPC's own number where one fits better (-32600). */
+function refusal(code: ErrorCode, message: string, opts: { rpc?: number; field?: string } = {}): Refusal {
+  return { status: ERROR_TABLE[code].http, code: opts.rpc ?? ERROR_TABLE[code].rpc, message, burrowCode: code, ...(opts.field ? { field: opts.field } : {}) }
+}
 
 const MAX_BATCH = 100
 
@@ -59,11 +70,19 @@ const NEVER = new AbortController().signal
 
 type PlainToolCall = { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> }
 
-/** tools/call params with nothing but a name, arguments and _meta (progressToken): what the direct path serves. */
+/**
+ * tools/call params with nothing but a name, arguments and _meta (a valid progressToken at
+ * most): what the direct path serves. Anything else takes the SDK's path and its checks.
+ */
 function isPlainToolCall(p: unknown): p is PlainToolCall {
   if (!isObject(p) || typeof p.name !== 'string') return false
   for (const k in p) if (k !== 'name' && k !== 'arguments' && k !== '_meta') return false
-  return (p.arguments === undefined || isObject(p.arguments)) && (p._meta === undefined || isObject(p._meta))
+  if (p._meta !== undefined) {
+    if (!isObject(p._meta)) return false
+    for (const k in p._meta) if (k !== 'progressToken') return false
+    if (p._meta.progressToken !== undefined && !isId(p._meta.progressToken)) return false
+  }
+  return p.arguments === undefined || isObject(p.arguments)
 }
 
 /**
@@ -86,6 +105,8 @@ export class HttpMuxTransport implements Transport {
 
   /** The server's tools/call handler (toolCallOf(server)), for the direct path; without it every call takes the SDK's. */
   toolCall: McpToolCall | undefined
+  /** Hears errors that reach clients as INTERNAL (without detail). */
+  onInternalError: ((err: unknown) => void) | undefined
   private next = 0
   /** Requests on the SDK's path, by internal id. */
   private readonly routed = new Map<number, Routed>()
@@ -117,30 +138,32 @@ export class HttpMuxTransport implements Transport {
    */
   handle(body: unknown, accept: string | undefined, protocolVersion: string | undefined, res: ServerResponse,
     ctx: ExchangeContext, headers: Record<string, string | number | string[]>): Refusal | null {
-    if (this.closed) {
-      const e = ERROR_TABLE.SHUTTING_DOWN
-      return { status: e.http, code: e.rpc, message: e.message, burrowCode: 'SHUTTING_DOWN' }
-    }
+    if (this.closed) return refusal('SHUTTING_DOWN', ERROR_TABLE.SHUTTING_DOWN.message)
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
-      return { status: 406, code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }
+      return refusal('INVALID_REQUEST', 'Not Acceptable: Client must accept both application/json and text/event-stream', { field: 'header/accept' })
     }
     const messages: unknown[] = Array.isArray(body) ? body : [body]
-    if (messages.length === 0 || messages.length > MAX_BATCH) return { status: 400, code: -32600, message: `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages` }
+    if (messages.length === 0 || messages.length > MAX_BATCH) {
+      return refusal('INVALID_REQUEST', `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages`, { rpc: NOT_A_REQUEST, field: 'body' })
+    }
     let initialize = false
     let requests = 0
-    for (const m of messages) {
-      if (!isMessage(m)) return { status: 400, code: -32700, message: 'Parse error: Invalid JSON-RPC message' }
+    for (const [i, m] of messages.entries()) {
+      if (!isMessage(m)) {
+        return refusal('INVALID_REQUEST', 'Invalid Request: not a JSON-RPC 2.0 message', { rpc: NOT_A_REQUEST, field: Array.isArray(body) ? `body/${i}` : 'body' })
+      }
       if (isRequest(m)) {
         requests++
         if (m.method === 'initialize') initialize = true
       }
     }
-    if (initialize && messages.length > 1) return { status: 400, code: -32600, message: 'Invalid Request: Only one initialization request is allowed' }
+    if (initialize && messages.length > 1) {
+      return refusal('INVALID_REQUEST', 'Invalid Request: Only one initialization request is allowed', { rpc: NOT_A_REQUEST, field: 'body' })
+    }
     if (!initialize && protocolVersion !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion)) {
-      return {
-        status: 400, code: -32000,
-        message: `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
-      }
+      return refusal('INVALID_REQUEST',
+        `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+        { field: 'header/mcp-protocol-version' })
     }
 
     if (requests === 0) res.writeHead(202, headers).end()
@@ -152,6 +175,10 @@ export class HttpMuxTransport implements Transport {
         if (m.method !== 'notifications/cancelled') this.onmessage?.(m) // cancelled: another client's id space, see above
       } else if (this.toolCall && m.method === 'tools/call' && isPlainToolCall(m.params)) {
         this.direct(this.toolCall, ex, m.id, m.params)
+      } else if (!isJSONRPCRequest(m as unknown)) {
+        // The SDK drops a request its own envelope check refuses, leaving it unanswered.
+        const e = new BurrowError('INVALID_REQUEST', 'Invalid Request: params._meta must be an object, its progressToken a string or an integer.', { field: 'params/_meta' })
+        this.answer(ex, responseJson(m.id, 'error', rpcErrorOf(e, NOT_A_REQUEST)))
       } else {
         const id = ++this.next
         this.routed.set(id, { ex, clientId: m.id })
@@ -161,7 +188,7 @@ export class HttpMuxTransport implements Transport {
     return null
   }
 
-  /** A tools/call through the server's handler, answered on its POST's stream (errors mapped as the SDK's Protocol maps them). */
+  /** A tools/call through the server's handler, answered on its POST's stream (errors mapped onto the code table). */
   private direct(toolCall: McpToolCall, ex: Exchange, clientId: RequestId, params: PlainToolCall): void {
     const extra = {
       signal: NEVER, requestId: ++this.next, _meta: params._meta, sessionId: undefined, exchange: ex.ctx,
@@ -170,7 +197,7 @@ export class HttpMuxTransport implements Transport {
     } as unknown as Extra
     toolCall(params, extra).then(
       (result) => this.answer(ex, responseJson(clientId, 'result', result)),
-      (err: unknown) => this.answer(ex, responseJson(clientId, 'error', protocolError(err))),
+      (err: unknown) => this.answer(ex, responseJson(clientId, 'error', tableError(err, this.onInternalError))),
     ).catch((err: unknown) => this.onerror?.(err as Error))
   }
 
@@ -184,7 +211,7 @@ export class HttpMuxTransport implements Transport {
     if (!isResponse) return write(r.ex, JSON.stringify(message))
     this.routed.delete(internal as number)
     const m = message as { result?: unknown; error?: unknown }
-    this.answer(r.ex, m.error !== undefined ? responseJson(r.clientId, 'error', m.error) : responseJson(r.clientId, 'result', m.result))
+    this.answer(r.ex, m.error !== undefined ? responseJson(r.clientId, 'error', tableError(m.error, this.onInternalError)) : responseJson(r.clientId, 'result', m.result))
   }
 
   /** One answer on a POST's stream; the last one ends it. */
@@ -197,16 +224,6 @@ export class HttpMuxTransport implements Transport {
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }
 
 const refuseRequest = () => Promise.reject(new Error('stateless HTTP: the server sends no requests'))
-
-/** A handler's failure as the SDK's Protocol answers it (McpError keeps its code and data). */
-function protocolError(e: unknown): { code: number; message: string; data?: unknown } {
-  const err = e as { code?: unknown; message?: unknown; data?: unknown } | undefined
-  return {
-    code: Number.isSafeInteger(err?.code) ? err!.code as number : -32603,
-    message: typeof err?.message === 'string' ? err.message : 'Internal error',
-    ...(err?.data !== undefined ? { data: err.data } : {}),
-  }
-}
 
 /** A response under the client's id, written out (this is every call's path). */
 function responseJson(clientId: RequestId, kind: 'result' | 'error', value: unknown): string {

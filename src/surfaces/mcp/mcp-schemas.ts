@@ -103,3 +103,12 @@ function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
   }
   return v
 }
+
+const jsonSchemas = new WeakMap<z.ZodType, Record<string, unknown>>()
+
+/** A tool's input schema as JSON Schema (what `tools/list` advertises), for the depth check of arguments. */
+export function jsonSchemaOf(schema: z.ZodType): Record<string, unknown> {
+  let json = jsonSchemas.get(schema)
+  if (!json) jsonSchemas.set(schema, json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>)
+  return json
+}

@@ -12,12 +12,13 @@ import {
   type CallToolResult, type ServerNotification, type ServerRequest, type ToolAnnotations,
 } from '@modelcontextprotocol/sdk/types.js'
 import type * as z from 'zod'
-import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import type { TurnResult } from '../../core/wire.js'
+import { assertJsonDepth } from '../json-depth.js'
 import {
-  CreateSessionInput, EmptyInput, invalidArguments, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
+  CreateSessionInput, EmptyInput, invalidArguments, jsonSchemaOf, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
 } from './mcp-schemas.js'
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
@@ -171,17 +172,27 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
   const callTool: McpToolCall = async (params, extra) => {
     const t = Object.hasOwn(tools, params.name) ? tools[params.name] : undefined
     if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
-    const args = params.arguments ?? {}
-    const parsed = t.schema.safeParse(args)
-    if (!parsed.success) {
-      const e = invalidArguments(parsed.error, args)
+    const checked = checkArguments(t.schema, params.arguments ?? {})
+    if (!checked.ok) {
+      const e = checked.error
       return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }], structuredContent: { ...e.data, code: e.code, message: e.message } }
     }
-    return track(mcp, call(t, parsed.data, extra))
+    return track(mcp, call(t, checked.data, extra))
   }
   mcp.server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params, extra))
   toolCalls.set(mcp, callTool)
   return mcp
+}
+
+/** A tool's arguments, checked: nesting bounded (before anything recurses into them), then its schema. */
+function checkArguments(schema: z.ZodType, args: Record<string, unknown>): { ok: true; data: unknown } | { ok: false; error: BurrowError } {
+  try {
+    assertJsonDepth(args, jsonSchemaOf(schema), 'arguments')
+  } catch (err) {
+    return { ok: false, error: toBurrowError(err) }
+  }
+  const parsed = schema.safeParse(args)
+  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, error: invalidArguments(parsed.error, args) }
 }
 
 /** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */

@@ -22,3 +22,11 @@ export function callContext(req: FastifyRequest, opts: { queryToken?: boolean } 
     idempotencyKey: typeof key === 'string' && key.length > 0 ? key : undefined,
   }
 }
+
+/**
+ * The `WWW-Authenticate` challenge of a 401 (RFC 6750): `error="invalid_token"` when a
+ * credential was presented and refused, none when there was none.
+ */
+export function bearerChallenge(presented: boolean): string {
+  return presented ? 'Bearer realm="burrow", error="invalid_token"' : 'Bearer realm="burrow"'
+}

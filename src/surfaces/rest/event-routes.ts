@@ -1,12 +1,13 @@
 import type {} from '@fastify/sse'
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { invalidRequest } from '../../core/errors.js'
+import { BurrowError, invalidRequest } from '../../core/errors.js'
 import type { EventSubscription, SessionService } from '../../core/session-service.js'
 import { callContext } from './call-context.js'
 import { errors, json, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
 import { EventPageQuerySchema, EventPageSchema } from '../../core/wire.js'
 import { frameText } from './sse-frames.js'
+import { problemOf } from './problem.js'
 import type { RestMetrics } from './rest-api.js'
 
 /** How long a dropped (slow) reader gets to take its final frame before its socket is destroyed. */
@@ -22,6 +23,7 @@ export function eventRoutes(app: FastifyInstance, service: SessionService, metri
       params: SessionParams, headers: SseHeaders, querystring: SseQuery,
       response: { 200: SseResponse, ...errors('SESSION_NOT_FOUND', 'SHUTTING_DOWN') },
     },
+    onSend: notAcceptable,
   }, async (req, reply) => {
     const after = resumePoint(req.query.after, req.headers['last-event-id'])
     const sub = await service.subscribe(req.params.id, { after }, callContext(req, { queryToken: true }))
@@ -43,11 +45,23 @@ export function eventRoutes(app: FastifyInstance, service: SessionService, metri
       headers: SseHeaders, querystring: SseQuery,
       response: { 200: SseResponse, ...errors('SHUTTING_DOWN') },
     },
+    onSend: notAcceptable,
   }, async (req, reply) => {
     const after = resumePoint(req.query.after, req.headers['last-event-id'])
     const sub = await service.subscribe(null, { after }, callContext(req, { queryToken: true }))
     await pump(reply, sub, metrics)
   })
+}
+
+/**
+ * @fastify/sse answers a client whose Accept refuses text/event-stream with a 406 of its own
+ * JSON; 406 is not in the code table, so it goes out as INVALID_REQUEST naming the header.
+ */
+async function notAcceptable(req: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  if (reply.statusCode !== 406) return payload
+  const e = new BurrowError('INVALID_REQUEST', 'This route streams Server-Sent Events: Accept must allow text/event-stream.', { field: 'header/accept' })
+  reply.code(e.status).type('application/problem+json')
+  return JSON.stringify(problemOf(e, req.id))
 }
 
 /**

@@ -5,11 +5,14 @@ import addFormatsModule from 'ajv-formats'
 import type { SessionService } from '../../core/session-service.js'
 import { BurrowError } from '../../core/errors.js'
 import { ProblemSchema } from '../../core/wire.js'
+import { assertJsonDepth } from '../json-depth.js'
+import { discardBody, drainBound } from './body-drain.js'
+import { bearerChallenge, callContext } from './call-context.js'
 import { eventRoutes } from './event-routes.js'
 import { memoryRoutes } from './memory-routes.js'
 import { noteRoutes } from './note-routes.js'
 import { opsRoutes } from './ops-routes.js'
-import { fromFastifyError, problemOf } from './problem.js'
+import { fromFastifyError, jsonSyntaxError, problemOf } from './problem.js'
 import { sessionRoutes } from './session-routes.js'
 
 /** What the REST surface reports and exposes about itself (implemented by the app). */
@@ -50,20 +53,35 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   app.addSchema({ ...ProblemSchema, $id: 'Problem', description: 'RFC 9457 problem details with the stable error `code`.' })
 
   // Only JSON is accepted; an empty JSON body reads as no body (so `curl -X POST -H 'content-type: application/json'` works).
-  // fastify's own parser (with its prototype-poisoning protection) does the rest.
+  // JSON.parse tells a body that is not JSON (reported as such: JSON-RPC's -32700) from one that
+  // is; fastify's parser then refuses prototype poisoning (`__proto__`, `constructor.prototype`).
   const parseJson = app.getDefaultJsonParser('error', 'error')
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string
     if (text.length === 0 || (text.length < 64 && text.trim() === '')) { done(null, undefined); return }
-    parseJson(req, text, done)
+    let value: unknown
+    try {
+      value = JSON.parse(text)
+    } catch (err) {
+      done(jsonSyntaxError(err), undefined)
+      return
+    }
+    if (!POISON_HINT.test(text)) { done(null, value); return }
+    parseJson(req, text, (err) => {
+      if (err) done(new BurrowError('INVALID_REQUEST', 'The body must not have __proto__ or constructor.prototype keys.', { field: 'body' }), undefined)
+      else done(null, value)
+    })
   })
 
-  app.setErrorHandler((err, req, reply) => {
+  const bound = drainBound(app.initialConfig.bodyLimit ?? 1024 * 1024)
+  app.setErrorHandler(async (err, req, reply) => {
     const e = fromFastifyError(err)
     if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
     else req.log.info({ code: e.code, detail: e.message }, 'request refused')
     if (reply.raw.headersSent) { reply.raw.end(); return }
+    if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
+    if (e.code === 'UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge(callContext(req, { queryToken: true }).apiKey !== undefined))
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 
@@ -76,6 +94,22 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   // registered (req.routeOptions builds a fresh object on every access, too slow per request).
   app.addHook('onRoute', (route) => {
     const url = route.url
+    const body = (route.schema as { body?: Record<string, unknown> } | undefined)?.body
+    // Routes with a body schema bound the depth of its free-form parts before validation reads
+    // them (/rpc and /mcp check each message themselves, against each method's schema).
+    if (body && (body.type !== undefined || body.anyOf !== undefined)) {
+      const depth = (req: { body: unknown }, _reply: unknown, done: (err?: Error) => void) => {
+        try {
+          assertJsonDepth(req.body, body, 'body')
+        } catch (err) {
+          done(err as Error)
+          return
+        }
+        done()
+      }
+      const existing = route.preValidation
+      route.preValidation = existing === undefined ? [depth] : Array.isArray(existing) ? [depth, ...existing] : [depth, existing]
+    }
     const observe = (req: { method: string }, reply: { statusCode: number; elapsedTime: number }, done: () => void) => {
       metrics.observeHttp(req.method, url, reply.statusCode, reply.elapsedTime / 1000)
       done()
@@ -94,6 +128,10 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   noteRoutes(app, service)
   opsRoutes(app, service, metrics)
 }
+
+// Only bodies that spell out one of the keys, or escape an ASCII character (which may spell
+// one), can be poisoned: the others skip the second parse.
+const POISON_HINT = /__proto__|constructor|\\u00[0-7]/
 
 /** Registered without encapsulation: its validation, serialization and error mapping apply to every route of the app. */
 export const restApi = fp(restApiPlugin, { name: 'burrow-rest', fastify: '5.x' })

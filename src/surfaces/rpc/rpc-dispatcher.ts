@@ -3,6 +3,7 @@ import addFormatsModule from 'ajv-formats'
 import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
+import { assertJsonDepth } from '../json-depth.js'
 import { RPC_METHODS } from './rpc-methods.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
@@ -54,7 +55,7 @@ export async function dispatchText(ops: SessionOperations, text: string, call: R
   try {
     payload = JSON.parse(text)
   } catch (err) {
-    return protocolError(null, PARSE_ERROR, `Parse error: ${(err as Error).message}`)
+    return parseError(`Parse error: ${(err as Error).message}`)
   }
   return dispatch(ops, payload, call)
 }
@@ -94,6 +95,7 @@ export async function invoke(ops: SessionOperations, name: string, params: unkno
   if (params === null || typeof params !== 'object' || Array.isArray(params)) {
     throw new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })
   }
+  assertJsonDepth(params, method.params as Record<string, unknown>, 'params')
   const validate = validators.get(name)!
   if (!validate(params)) {
     const v = validate.errors![0]!
@@ -104,6 +106,11 @@ export async function invoke(ops: SessionOperations, name: string, params: unkno
     throw new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
   }
   return method.run(ops, params, ctx)
+}
+
+/** JSON-RPC's answer to a payload that is not JSON (-32700); `data.code` is the table's INVALID_REQUEST. */
+export function parseError(message: string): RpcResponse {
+  return protocolError(null, PARSE_ERROR, message)
 }
 
 function protocolError(id: string | number | null, code: number, message: string): RpcResponse {

@@ -51,22 +51,32 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
   const other = (await post(tool(1, 'session_create', { model: 'offline:echo' }))).messages[0].result.structuredContent.session_id as string
 
   await t.test('the checks of the SDK transport', async (t) => {
+    // Every refusal is INVALID_REQUEST of the table (400, data.code), with the table's number
+    // or JSON-RPC's own -32600 for a payload that is not a request.
+    const invalid = ERROR_TABLE.INVALID_REQUEST
     const noSse = await post(rpc(1, 'tools/list'), { accept: 'application/json' })
-    t.equal(noSse.status, 406)
-    t.match(noSse.messages[0], { jsonrpc: '2.0', id: null, error: { code: -32000, message: /Not Acceptable/ } })
+    t.equal(noSse.status, invalid.http)
+    t.match(noSse.messages[0], { jsonrpc: '2.0', id: null, error: { code: invalid.rpc, message: /Not Acceptable/, data: { code: 'INVALID_REQUEST', field: 'header/accept' } } })
     const version = await post(rpc(1, 'tools/list'), { 'mcp-protocol-version': '1999-01-01' })
-    t.equal(version.status, 400)
-    t.match(version.messages[0], { error: { code: -32000, message: /Unsupported protocol version: 1999-01-01/ } })
+    t.equal(version.status, invalid.http)
+    t.match(version.messages[0], { error: { code: invalid.rpc, message: /Unsupported protocol version: 1999-01-01/, data: { code: 'INVALID_REQUEST', field: 'header/mcp-protocol-version' } } })
     const notRpc = await post({ hello: 'world' })
-    t.equal(notRpc.status, 400)
-    t.match(notRpc.messages[0], { error: { code: -32700, message: /Invalid JSON-RPC message/ } })
+    t.equal(notRpc.status, invalid.http)
+    t.match(notRpc.messages[0], { error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'body' } } }, 'JSON that is not a message is not a parse error')
     const twoInits = await post([
       rpc(1, 'initialize', { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'a', version: '1' } }),
       rpc(2, 'tools/list'),
     ])
-    t.equal(twoInits.status, 400)
-    t.match(twoInits.messages[0], { error: { code: -32600, message: /Only one initialization request/ } })
-    t.equal((await post([])).status, 400, 'an empty batch')
+    t.equal(twoInits.status, invalid.http)
+    t.match(twoInits.messages[0], { error: { code: -32600, message: /Only one initialization request/, data: { code: 'INVALID_REQUEST' } } })
+    const empty = await post([])
+    t.equal(empty.status, invalid.http, 'an empty batch')
+    t.match(empty.messages[0], { error: { code: -32600, data: { code: 'INVALID_REQUEST' } } })
+    const syntax = await post('{"jsonrpc": "2.0", "id": 1,')
+    t.equal(syntax.status, invalid.http)
+    t.match(syntax.messages[0], { error: { code: -32700, data: { code: 'INVALID_REQUEST', field: 'body' } } }, 'only a body that is not JSON is -32700')
+    const wrongType = await post('{}', { 'content-type': 'text/plain' })
+    t.match(wrongType.messages[0], { error: { code: invalid.rpc, data: { code: 'INVALID_REQUEST', field: 'header/content-type' } } })
     const notes = await post({ jsonrpc: '2.0', method: 'notifications/initialized' })
     t.same([notes.status, notes.text], [202, ''], 'notifications only: 202, no body')
     const cancel = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'x' } })
@@ -74,6 +84,25 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     const init = await post(rpc('i', 'initialize', { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'a', version: '1' } }))
     t.match(init.messages[0], { id: 'i', result: { protocolVersion: LATEST_PROTOCOL_VERSION, serverInfo: { name: 'burrow' } } })
     t.notOk(init.headers['mcp-session-id'], 'no session id: stateless')
+  })
+
+  await t.test("the SDK's own errors carry the table's code; none is left unanswered", async (t) => {
+    const one = async (m: unknown) => {
+      const r = await post(m)
+      t.equal(r.status, 200)
+      return r.messages[0]
+    }
+    t.match(await one(rpc(1, 'tools/list', { cursor: 5 })), {
+      id: 1, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, message: /^params\/cursor is invalid/, data: { code: 'INVALID_REQUEST', field: 'params/cursor' } },
+    }, "the SDK's check of params: INVALID_REQUEST naming the field, not an internal error")
+    t.match(await one(rpc(2, 'no/such_method')), { id: 2, error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } } })
+    t.match(await one(tool(3, 'no_such_tool', {})), { id: 3, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, data: { code: 'INVALID_REQUEST' } } })
+    // The SDK drops a request whose _meta it refuses; the client used to wait forever.
+    for (const meta of [5, { progressToken: { nested: true } }]) {
+      t.match(await one(rpc(4, 'ping', { _meta: meta })), { id: 4, error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'params/_meta' } } })
+      t.match(await one(tool(5, 'capabilities_get', {}, { _meta: meta })), { id: 5, error: { code: -32600, data: { code: 'INVALID_REQUEST' } } })
+    }
+    t.same((await one(rpc(6, 'ping', { _meta: { progressToken: 'p' } }))).result, {}, 'a valid _meta still works')
   })
 
   await t.test('ids: concurrent clients that all use id 1, and a batch on one stream', async (t) => {
@@ -166,4 +195,29 @@ t.test('a closed transport refuses with SHUTTING_DOWN from the error table', asy
   const refused = transport.handle({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, ACCEPT, undefined, null as never, { apiKey: undefined, requestId: 'r' }, {})
   t.same(refused, { status: ERROR_TABLE.SHUTTING_DOWN.http, code: ERROR_TABLE.SHUTTING_DOWN.rpc, message: ERROR_TABLE.SHUTTING_DOWN.message, burrowCode: 'SHUTTING_DOWN' })
   t.equal(refused!.status, 503)
+})
+
+t.test('what HTTP refuses before MCP reads a message carries its table row', async (t) => {
+  const h = await startBurrow({ BURROW_BODY_LIMIT_BYTES: String(64 * 1024), BURROW_RATE_LIMIT_PER_MINUTE: '4' })
+  t.teardown(() => closeHarness(h))
+  const post = async (body: string) => {
+    const res = await request(`${h.url}/mcp`, { method: 'POST', body, headers: { 'content-type': 'application/json', accept: ACCEPT } })
+    const text = await res.body.text()
+    return { status: res.statusCode, headers: res.headers, body: messagesOf(String(res.headers['content-type']), text)[0] }
+  }
+  const big = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'session_create', arguments: { system_prompt: 'x'.repeat(100_000) } } }))
+  t.equal(big.status, ERROR_TABLE.PAYLOAD_TOO_LARGE.http)
+  t.same(big.body.error.data, { code: 'PAYLOAD_TOO_LARGE' })
+  t.equal(big.body.error.code, ERROR_TABLE.PAYLOAD_TOO_LARGE.rpc, 'over the limit: not a parse error')
+  const get = await request(`${h.url}/mcp`, { headers: { accept: ACCEPT } })
+  t.equal(get.statusCode, 405, 'GET: 405, as the MCP specification asks of a server without a standalone stream')
+  t.match(await get.body.json(), { jsonrpc: '2.0', id: null, error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } } })
+  let limited: Awaited<ReturnType<typeof post>> | undefined
+  for (let i = 0; i < 5 && !limited; i++) {
+    const r = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }))
+    if (r.status !== 200) limited = r
+  }
+  t.equal(limited?.status, ERROR_TABLE.RATE_LIMITED.http)
+  t.ok(Number(limited?.headers['retry-after']) > 0)
+  t.match(limited?.body, { id: null, error: { code: ERROR_TABLE.RATE_LIMITED.rpc, data: { code: 'RATE_LIMITED' } } })
 })

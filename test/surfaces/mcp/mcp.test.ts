@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
-import type { Progress } from '@modelcontextprotocol/sdk/types.js'
+import { LATEST_PROTOCOL_VERSION, type Progress } from '@modelcontextprotocol/sdk/types.js'
 import { ERROR_TABLE } from '../../../src/core/errors.js'
 import type { SessionService } from '../../../src/core/session-service.js'
 import { CreateSessionSchema } from '../../../src/core/wire.js'
@@ -173,27 +173,69 @@ t.test('MCP auth: API keys and tenants (mounted with the REST plugin)', async (t
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'k1:a,k2:b' })
   const mcp = await startMcp(h.burrow.service, { withRest: true })
   t.teardown(() => mcp.close(h))
-  const [anon, bad, a, b] = await Promise.all([mcp.client(), mcp.client('wrong'), mcp.client('k1'), mcp.client('k2')])
-  await fails(t, anon, 'session_create', {}, 'UNAUTHORIZED')
-  await fails(t, bad, 'session_create', {}, 'UNAUTHORIZED')
-  const { session_id: id } = await ok(t, a, 'session_create', { model: 'offline:echo' })
-  t.equal((await ok(t, a, 'turn_run', { session_id: id, input: 'mine' })).output_text, 'echo: mine')
-  await fails(t, b, 'turn_run', { session_id: id, input: 'theirs' }, 'SESSION_NOT_FOUND')
-  await fails(t, b, 'session_read', { session_id: id }, 'SESSION_NOT_FOUND')
-  await fails(t, b, 'session_archive', { session_id: id }, 'SESSION_NOT_FOUND')
-  t.notOk((await ok(t, b, 'session_list', {})).items.some((s: any) => s.session_id === id))
+  const raw = (method: string, headers: Record<string, string>, body?: unknown) => fetch(mcp.url, {
+    method, body: body === undefined ? undefined : JSON.stringify(body),
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+  })
+  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' } } }
+  const messages = [
+    init,
+    { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'session_create', arguments: { metadata: { who: 'intruder' } } } },
+  ]
 
-  const post = (body: string, type = 'application/json') => fetch(mcp.url, { method: 'POST', headers: { 'content-type': type, accept: 'application/json, text/event-stream' }, body })
-  for (const [body, type] of [['{nope', 'application/json'], ['', 'application/json'], ['x=1', 'text/plain']] as const) {
-    const r = await post(body, type)
-    t.equal(r.status, 400, `${type} ${JSON.stringify(body)}`)
-    t.match(await r.json(), { jsonrpc: '2.0', id: null, error: { code: -32700 } })
-  }
-  const base = mcp.url.replace(/\/mcp$/, '')
-  t.equal((await fetch(`${base}/v1/sessions/${id}`, { headers: { authorization: 'Bearer k1' } })).status, 200, 'REST answers next to /mcp')
-  const rest = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { authorization: 'Bearer k1', 'content-type': 'application/json' }, body: '{nope' })
-  t.equal(rest.status, 400)
-  t.match(rest.headers.get('content-type'), /problem\+json/, "REST keeps the app's error handler")
+  await t.test('a missing or wrong key is 401 with WWW-Authenticate before any method runs', async (t) => {
+    for (const [label, headers, challenge] of [
+      ['no key', {}, 'Bearer realm="burrow"'],
+      ['wrong key', { authorization: 'Bearer wrong' }, 'Bearer realm="burrow", error="invalid_token"'],
+      ['not a bearer key', { authorization: 'Basic azE6' }, 'Bearer realm="burrow", error="invalid_token"'],
+    ] as const) {
+      for (const [method, body] of [...messages.map((m) => ['POST', m] as const), ['GET', undefined] as const, ['DELETE', undefined] as const]) {
+        const r = await raw(method, headers, body)
+        const what = `${label}: ${method} ${(body as { method?: string } | undefined)?.method ?? ''}`
+        t.equal(r.status, ERROR_TABLE.UNAUTHORIZED.http, what)
+        t.equal(r.headers.get('www-authenticate'), challenge, what)
+        t.same(await r.json(), {
+          jsonrpc: '2.0', id: null,
+          error: { code: ERROR_TABLE.UNAUTHORIZED.rpc, message: label === 'wrong key' ? 'Invalid API key.' : 'Missing API key: send Authorization: Bearer <key>.', data: { code: 'UNAUTHORIZED' } },
+        }, what)
+      }
+    }
+    const ctx = (apiKey: string) => ({ apiKey, requestId: 't' })
+    t.same((await h.burrow.service.list({}, ctx('k1'))).items, [], 'nothing ran: no session was created for any tenant')
+    t.same((await h.burrow.service.list({}, ctx('k2'))).items, [])
+    // The official client cannot even initialize without a valid key.
+    await t.rejects(mcp.client(), { code: 401 })
+    await t.rejects(mcp.client('wrong'), { code: 401 })
+  })
+
+  await t.test('with a key: the official client works, scoped to its tenant', async (t) => {
+    const [a, b] = await Promise.all([mcp.client('k1'), mcp.client('k2')])
+    const { session_id: id } = await ok(t, a, 'session_create', { model: 'offline:echo' })
+    t.equal((await ok(t, a, 'turn_run', { session_id: id, input: 'mine' })).output_text, 'echo: mine')
+    await fails(t, b, 'turn_run', { session_id: id, input: 'theirs' }, 'SESSION_NOT_FOUND')
+    await fails(t, b, 'session_read', { session_id: id }, 'SESSION_NOT_FOUND')
+    await fails(t, b, 'session_archive', { session_id: id }, 'SESSION_NOT_FOUND')
+    t.notOk((await ok(t, b, 'session_list', {})).items.some((s: any) => s.session_id === id))
+    t.equal((await raw('GET', { authorization: 'Bearer k1' })).status, 405, 'authenticated GET: no standalone stream (stateless)')
+
+    const post = (body: string, type: string) =>
+      fetch(mcp.url, { method: 'POST', headers: { authorization: 'Bearer k1', 'content-type': type, accept: 'application/json, text/event-stream' }, body })
+    for (const [body, type, code, field] of [
+      ['{nope', 'application/json', -32700, 'body'],
+      ['', 'application/json', -32700, 'body'],
+      ['x=1', 'text/plain', ERROR_TABLE.INVALID_REQUEST.rpc, 'header/content-type'],
+    ] as const) {
+      const r = await post(body, type)
+      t.equal(r.status, 400, `${type} ${JSON.stringify(body)}`)
+      t.match(await r.json(), { jsonrpc: '2.0', id: null, error: { code, data: { code: 'INVALID_REQUEST', field } } })
+    }
+    const base = mcp.url.replace(/\/mcp$/, '')
+    t.equal((await fetch(`${base}/v1/sessions/${id}`, { headers: { authorization: 'Bearer k1' } })).status, 200, 'REST answers next to /mcp')
+    const rest = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { authorization: 'Bearer k1', 'content-type': 'application/json' }, body: '{nope' })
+    t.equal(rest.status, 400)
+    t.match(rest.headers.get('content-type'), /problem\+json/, "REST keeps the app's error handler")
+  })
 })
 
 t.test('MCP memory_search with the memory store', async (t) => {

@@ -10,10 +10,13 @@ for (const mode of MODES) t.test(`${mode.name}: bearer auth and tenant isolation
   const anon = new Api(h.url)
 
   t.test('missing, malformed and unknown keys are UNAUTHORIZED', async (t) => {
-    for (const [api, headers] of [[anon, {}], [new Api(h.url, 'nope'), {}], [anon, { authorization: 'Basic a2V5LWE6' }]] as const) {
+    const challenge = 'Bearer realm="burrow"'
+    const refused = `${challenge}, error="invalid_token"`
+    for (const [api, headers, expected] of [[anon, {}, challenge], [new Api(h.url, 'nope'), {}, refused], [anon, { authorization: 'Basic a2V5LWE6' }, refused]] as const) {
       const r = await api.post('/v1/sessions', {}, { headers })
       t.equal(r.status, 401)
       t.equal(r.body.code, 'UNAUTHORIZED')
+      t.equal(r.headers['www-authenticate'], expected, 'a 401 says how to authenticate (RFC 6750)')
     }
     const caps = await anon.get('/v1/capabilities')
     t.equal(caps.status, 200, 'capabilities are public')
@@ -22,6 +25,8 @@ for (const mode of MODES) t.test(`${mode.name}: bearer auth and tenant isolation
     const events = await anon.sse('/v1/events')
     t.equal(events.status, 401)
     t.equal(events.problem.code, 'UNAUTHORIZED')
+    t.equal(events.headers['www-authenticate'], challenge)
+    t.equal((await anon.sse('/v1/events?access_token=nope')).headers['www-authenticate'], refused, 'a refused query token too')
   })
 
   t.test("another tenant's session is SESSION_NOT_FOUND everywhere; a tenant's keys share its sessions", async (t) => {

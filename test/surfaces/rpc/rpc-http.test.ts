@@ -104,3 +104,47 @@ t.test('JSON-RPC auth: the same keys and tenants as REST', async (t) => {
   t.equal((await call(h, 'session/read', { session_id: id }, 1, 'kb')).error.data.code, 'SESSION_NOT_FOUND')
   t.equal((await call(h, 'session/read', { session_id: id }, 1, 'ka')).result.session_id, id)
 })
+
+t.test('what HTTP refuses before JSON-RPC reads the body carries its table row: status, number, data.code', async (t) => {
+  const h = await startBurrow({ BURROW_BODY_LIMIT_BYTES: String(64 * 1024) })
+  t.teardown(() => h.close())
+  const send = async (body: string, type = 'application/json') => {
+    const res = await request(`${h.url}/rpc`, { method: 'POST', body, headers: { 'content-type': type } })
+    const text = await res.body.text()
+    return { status: res.statusCode, type: String(res.headers['content-type']), body: JSON.parse(text) }
+  }
+  const refusal = (code: keyof typeof ERROR_TABLE, extra: Record<string, unknown> = {}) =>
+    ({ jsonrpc: '2.0', id: null, error: { code: ERROR_TABLE[code].rpc, data: { code, ...extra } } })
+
+  const big = await send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'session/create', params: { system_prompt: 'x'.repeat(100_000) } }))
+  t.equal(big.status, ERROR_TABLE.PAYLOAD_TOO_LARGE.http)
+  t.match(big.body, refusal('PAYLOAD_TOO_LARGE'), 'over the limit: PAYLOAD_TOO_LARGE, not a parse error')
+  t.match(big.type, /^application\/json/)
+
+  const text = await send('{"jsonrpc":"2.0","id":1,"method":"capabilities/get"}', 'text/plain')
+  t.equal(text.status, ERROR_TABLE.INVALID_REQUEST.http)
+  t.match(text.body, refusal('INVALID_REQUEST', { field: 'header/content-type' }), 'a content type that is not JSON')
+
+  const poisoned = await send('{"jsonrpc":"2.0","id":1,"method":"session/create","params":{"__proto__":{"x":1}}}')
+  t.equal(poisoned.status, ERROR_TABLE.INVALID_REQUEST.http)
+  t.match(poisoned.body, refusal('INVALID_REQUEST', { field: 'body' }), 'prototype poisoning is JSON: not -32700')
+
+  for (const [label, body] of [['truncated', '{"jsonrpc":"2.0","id":1,'], ['not JSON', 'hello'], ['empty', '']] as const) {
+    const r = await send(body)
+    t.equal(r.status, 200, `${label}: JSON-RPC's own answer`)
+    t.match(r.body, { jsonrpc: '2.0', id: null, error: { code: -32700, message: /^Parse error/, data: { code: 'INVALID_REQUEST' } } }, label)
+  }
+})
+
+t.test('rate limited JSON-RPC: 429 with RATE_LIMITED and Retry-After', async (t) => {
+  const h = await startBurrow({ BURROW_RATE_LIMIT_PER_MINUTE: '2' })
+  t.teardown(() => h.close())
+  const send = () => request(`${h.url}/rpc`, {
+    method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'capabilities/get' }), headers: { 'content-type': 'application/json' },
+  })
+  for (let i = 0; i < 2; i++) t.equal((await (await send()).body.json() as any).result.version !== undefined, true)
+  const limited = await send()
+  t.equal(limited.statusCode, ERROR_TABLE.RATE_LIMITED.http)
+  t.ok(Number(limited.headers['retry-after']) > 0, 'says when to retry')
+  t.match(await limited.body.json(), { jsonrpc: '2.0', id: null, error: { code: ERROR_TABLE.RATE_LIMITED.rpc, message: /Too many requests/, data: { code: 'RATE_LIMITED' } } })
+})
