@@ -18,7 +18,7 @@ export function memoryRoutes(app: FastifyInstance, service: SessionService): voi
   r.post('/v1/memory', {
     schema: {
       operationId: 'addMemory', tags: ['memory'], summary: 'Add entries to memory', headers: PostHeaders, body: MemoryAddSchema,
-      response: { 201: json(MemoryAddedSchema, 'Ids of the new entries.'), ...errors('MEMORY_STORE_DISABLED', 'SESSION_NOT_FOUND', 'PAYLOAD_TOO_LARGE') },
+      response: { 201: json(MemoryAddedSchema, 'Ids of the new entries.'), ...errors('MEMORY_STORE_DISABLED', 'SESSION_NOT_FOUND', 'PAYLOAD_TOO_LARGE', 'STORE_UNAVAILABLE') },
     },
   }, async (req, reply) => reply.code(201).send(await service.addMemory(req.body, callContext(req))))
 }

@@ -35,14 +35,14 @@ export function noteRoutes(app: FastifyInstance, service: SessionService): void 
     schema: {
       operationId: 'putNote', tags: ['notes'], summary: 'Set a session note (pinned into every LLM call; the oldest go past 200)',
       params: NoteParams, headers: PostHeaders, body: NotePutSchema,
-      response: { 200: json(NoteSchema, 'The note as stored.'), ...errors('SESSION_NOT_FOUND', 'SESSION_ARCHIVED', 'PAYLOAD_TOO_LARGE') },
+      response: { 200: json(NoteSchema, 'The note as stored.'), ...errors('SESSION_NOT_FOUND', 'SESSION_ARCHIVED', 'PAYLOAD_TOO_LARGE', 'STORE_UNAVAILABLE') },
     },
   }, async (req) => service.putNote(req.params.id, req.params.key, req.body.value, callContext(req)))
 
   r.delete('/v1/sessions/:id/notes/:key', {
     schema: {
       operationId: 'deleteNote', tags: ['notes'], summary: 'Delete a session note', params: NoteParams,
-      response: { 204: Type.Null({ description: 'Deleted (or there was no such note).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_ARCHIVED') },
+      response: { 204: Type.Null({ description: 'Deleted (or there was no such note).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_ARCHIVED', 'STORE_UNAVAILABLE') },
     },
   }, async (req, reply) => {
     await service.deleteNote(req.params.id, req.params.key, callContext(req))

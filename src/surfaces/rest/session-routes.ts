@@ -21,7 +21,7 @@ const TurnResponses = (extra: Parameters<typeof errors>) => ({
 })
 
 const TURN_ERRORS = ['SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE',
-  'BUDGET_EXCEEDED', 'PROVIDER_NOT_CONFIGURED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'INTERRUPTED', 'SHUTTING_DOWN'] as const
+  'BUDGET_EXCEEDED', 'PROVIDER_NOT_CONFIGURED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'INTERRUPTED', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'] as const
 
 export function sessionRoutes(app: FastifyInstance, service: SessionService, metrics: RestMetrics): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
@@ -31,7 +31,7 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
       operationId: 'createSession', tags: ['sessions'], summary: 'Create a session',
       headers: PostHeaders, body: CreateSessionSchema,
       response: { 201: json(SessionCreatedSchema, 'The session and its effective configuration.'),
-        ...errors('IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE', 'PROVIDER_NOT_CONFIGURED', 'SESSION_COMPACTION_DISABLED', 'MEMORY_STORE_DISABLED', 'SHUTTING_DOWN') },
+        ...errors('IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE', 'PROVIDER_NOT_CONFIGURED', 'SESSION_COMPACTION_DISABLED', 'MEMORY_STORE_DISABLED', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE') },
     },
     // An empty POST creates a session with every default.
     preValidation: async (req) => { if (req.body === undefined || req.body === null) req.body = {} },
@@ -91,7 +91,7 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
   r.post('/v1/sessions/:id/archive', {
     schema: {
       operationId: 'archiveSession', tags: ['sessions'], summary: 'Archive a session (read-only afterwards)', params: SessionParams, headers: PostHeaders,
-      response: { 200: json(ArchiveResultSchema, 'Archived.'), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
+      response: { 200: json(ArchiveResultSchema, 'Archived.'), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE') },
     },
   }, async (req) => {
     await service.archive(req.params.id, callContext(req))
@@ -101,7 +101,7 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
   r.delete('/v1/sessions/:id', {
     schema: {
       operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete a session, its events, files and memories', params: SessionParams,
-      response: { 204: Type.Null({ description: 'Deleted (no body).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED') },
+      response: { 204: Type.Null({ description: 'Deleted (no body).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE') },
     },
   }, async (req, reply) => {
     await service.delete(req.params.id, callContext(req))
@@ -112,14 +112,14 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
     schema: {
       operationId: 'compactSession', tags: ['sessions'], summary: 'Compact the session history now', params: SessionParams, headers: PostHeaders,
       response: { 200: json(CompactionResultSchema, 'The outcome.'),
-        ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'SESSION_COMPACTION_DISABLED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT') },
+        ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'SESSION_COMPACTION_DISABLED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'STORE_UNAVAILABLE') },
     },
   }, async (req) => service.compact(req.params.id, callContext(req)))
 
   r.post('/v1/sessions/:id/interrupt', {
     schema: {
       operationId: 'interruptTurn', tags: ['turns'], summary: 'Cancel the running (or paused) turn', params: SessionParams, headers: PostHeaders,
-      response: { 200: json(InterruptResultSchema, 'Whether a turn was interrupted.'), ...errors('SESSION_NOT_FOUND') },
+      response: { 200: json(InterruptResultSchema, 'Whether a turn was interrupted.'), ...errors('SESSION_NOT_FOUND', 'STORE_UNAVAILABLE') },
     },
   }, async (req) => service.interrupt(req.params.id, callContext(req)))
 }
