@@ -35,17 +35,16 @@ function malformedLine(text: string): { line: number; what: string } | null {
   if (text.charCodeAt(0) === 0xfeff) return { line: 1, what: 'starts with a byte-order mark, which would become part of the first name' }
   const parsed = parseEnv(text)
   const values = Object.values(parsed)
-  const lines = text.split(/\r?\n/)
-  for (const [i, raw] of lines.entries()) {
+  // A line inside a multi-line quoted value (without its quote) is part of that value.
+  const inValue = (line: string) => values.some((v) => v?.includes(line.replace(/^["'`]|["'`]$/g, '')))
+  for (const [i, raw] of text.split(/\r?\n/).entries()) {
     const line = raw.trim()
-    if (line === '' || line.startsWith('#')) continue
+    if (line === '' || raw.startsWith('#')) continue
+    if (line.startsWith('#')) return { line: i + 1, what: "is an indented comment, which Node's parser joins to the next line; start comments in the first column" }
     const name = ASSIGNMENT.exec(raw)?.[1]
-    if (name !== undefined) {
-      if (!(name in parsed)) return { line: i + 1, what: `assigns ${name}, which the parser dropped (a line before it is malformed)` }
-      continue
-    }
-    // Not an assignment: fine only as a line of a multi-line quoted value.
-    if (!values.some((v) => v?.includes(line))) return { line: i + 1, what: 'is not NAME=value' }
+    if (name !== undefined && name in parsed) continue
+    if (inValue(line)) continue
+    return { line: i + 1, what: name === undefined ? 'is not NAME=value' : `assigns ${name}, which Node's parser dropped (a line before it is malformed)` }
   }
   return null
 }

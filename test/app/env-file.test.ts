@@ -6,6 +6,9 @@ import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parseEnv } from 'node:util'
+import { loadEnvFile } from '../../src/app/env-file.js'
+import { StartupError } from '../../src/app/startup-error.js'
 import { Api } from '../helpers/harness.js'
 import { startServer, stopServer } from '../helpers/child-server.js'
 import { assertRefused } from '../helpers/startup-faults.js'
@@ -78,4 +81,50 @@ t.test('a .env that cannot be used refuses start-up', async (t) => {
     await mkdir(join(cwd, '.env'))
     await assertRefused(t, await startServer({}, { cwd }), [join(cwd, '.env'), 'EISDIR'])
   })
+})
+
+// In process, through the real loader: which files are taken in full, which are refused.
+t.test('loadEnvFile: what Node reads in full is loaded; what it would read in part is refused', async (t) => {
+  const dir = await workDir(t)
+  const P = 'BURROW_ENVFILE_TEST_'
+  const loaded = (text: string) => {
+    const file = join(dir, `case-${Math.random().toString(36).slice(2)}.env`)
+    return writeFile(file, text).then(() => file)
+  }
+  t.teardown(() => { for (const k of Object.keys(process.env)) if (k.startsWith(P)) delete process.env[k] })
+
+  // Each case names its variables apart (${P}<case>_…): a variable already set wins over a file.
+  const good: Record<string, (p: string) => string> = {
+    'a multi-line quoted value': (p) => `${p}A="line one\nline two"\n${p}B=2\n`,
+    'a multi-line value holding NAME=value lines': (p) => `${p}PEM="-----BEGIN\n${p}NOT_A_VAR=x\n-----END"\n${p}B=2\n`,
+    'quotes, export, spaces, CRLF, comments': (p) => `export ${p}A='x y'\r\n# note\r\n${p}B = 1 # c\r\n${p}C=\r\n`,
+  }
+  for (const [i, [name, make]] of Object.entries(good).entries()) {
+    const text = make(`${P}${i}_`)
+    const file = await loaded(text)
+    t.equal(loadEnvFile(file), file, `${name}: loaded`)
+    const expected = parseEnv(text)
+    t.ok(Object.keys(expected).length >= 2, `${name}: Node's parser reads it`)
+    t.same(Object.fromEntries(Object.keys(expected).map((k) => [k, process.env[k]])), expected, `${name}: every variable, as Node parses it`)
+  }
+
+  const bad: Record<string, [(p: string) => string, number]> = {
+    'a line that is not an assignment': [(p) => `${p}X=1\nnot an assignment\n${p}Y=2\n`, 2],
+    'a byte-order mark (it would become part of the first name)': [(p) => `\ufeff${p}X=1\n${p}Y=2\n`, 1],
+    'an indented comment (Node joins it to the next line)': [(p) => `${p}X=1\n  # note\n${p}Y=2\n`, 2],
+  }
+  for (const [i, [name, [make, line]]] of Object.entries(bad).entries()) {
+    const p = `${P}BAD${i}_`
+    const file = await loaded(make(p))
+    try {
+      loadEnvFile(file)
+      t.fail(`${name}: loaded`)
+    } catch (err) {
+      t.type(err, StartupError, name)
+      t.ok((err as Error).message.startsWith(`${file} line ${line} `), `${name}: names the file and line ${line}`)
+    }
+    t.same([process.env[`${p}X`], process.env[`${p}Y`]], [undefined, undefined], `${name}: nothing loaded`)
+  }
+
+  t.equal(loadEnvFile(join(dir, 'missing.env')), null, 'no file: nothing to do')
 })
