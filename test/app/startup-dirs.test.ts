@@ -1,10 +1,10 @@
 // A data directory that cannot hold data, a full disk, and a listen address that cannot be had
 // each refuse start-up with exit 78 and one line naming the directory or address — no stack trace.
 import t, { type Test } from 'tap'
-import { chmod, cp, mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, cp, mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { startServer } from '../helpers/child-server.js'
 import { assertRefused, assertStarts, canMount, copyDataDir, mount, startOn, umount, writeDataDir } from '../helpers/startup-faults.js'
 
@@ -29,6 +29,14 @@ async function fill(dir: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err
   } finally {
     await fh.close()
+  }
+}
+
+async function chownTree(path: string, uid: number, gid: number): Promise<void> {
+  await chown(path, uid, gid)
+  for (const e of await readdir(path, { withFileTypes: true })) {
+    if (e.isDirectory()) await chownTree(join(path, e.name), uid, gid)
+    else await chown(join(path, e.name), uid, gid)
   }
 }
 
@@ -65,18 +73,18 @@ t.test('the data directory is not writable', async (t) => {
   })
 })
 
-t.test('a full disk refuses start-up', async (t) => {
+t.test('a data directory holding real data', async (t) => {
   const template = await writeDataDir(t)
 
   // Any machine: the free-space floor is configurable, so a floor above any disk's size is a disk
   // too full for it. This checks the comparison, not a real full disk.
-  t.test('a floor above the free space (configured)', async (t) => {
+  t.test('a full disk: a floor above the free space (configured)', async (t) => {
     const dir = await copyDataDir(t, template)
     await assertRefused(t, await startOn(dir, { BURROW_MIN_FREE_BYTES: String(Number.MAX_SAFE_INTEGER) }), [dir, 'BURROW_MIN_FREE_BYTES'])
   })
 
   // A real full file system: a small tmpfs holding the real data, then filled up. Needs mount.
-  t.test('a real full file system (tmpfs)', { skip: mountable ? false : 'needs root and a kernel that lets this process mount a tmpfs' }, async (t) => {
+  t.test('a full disk: a real full file system (tmpfs)', { skip: mountable ? false : 'needs root and a kernel that lets this process mount a tmpfs' }, async (t) => {
     const root = await tempRoot(t, 'burrow-disk-')
     const mnt = join(root, 'mnt')
     await mkdir(mnt)
@@ -88,6 +96,22 @@ t.test('a full disk refuses start-up', async (t) => {
     await assertStarts(t, await startOn(dir, floor))
     await fill(mnt)
     await assertRefused(t, await startOn(dir, floor), [dir])
+  })
+
+  // LMDB cannot report that it may not write its lock file: it crashes (SIGSEGV).
+  t.test("the store's lock file is not writable by this user", async (t) => {
+    const dir = await copyDataDir(t, template)
+    const lock = join(dir, 'lmdb', 'lock.mdb')
+    if (isRoot) {
+      // The directory is nobody's, the lock file root's (as after one start as root): run as nobody.
+      await chmod(dirname(dir), 0o755)
+      await chownTree(dir, NOBODY, NOBODY)
+      await chown(lock, 0, 0)
+      await assertRefused(t, await startOn(dir, {}, { uid: NOBODY, gid: NOBODY }), [lock, 'EACCES'])
+    } else {
+      await chmod(lock, 0o444)
+      await assertRefused(t, await startOn(dir), [lock, 'EACCES'])
+    }
   })
 })
 
