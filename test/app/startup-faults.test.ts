@@ -39,6 +39,17 @@ t.test('damaged LMDB files refuse start-up, naming the file', async (t) => {
     await assertStarts(t, await startOn(dir))
   })
 
+  t.test('session store: meta page 1 zeroed, which LMDB ignores: starts, with a warning naming the file', async (t) => {
+    const dir = await copyDataDir(t, template)
+    const file = join(dir, 'lmdb', 'data.mdb')
+    const ps = await pageSize(file)
+    await overwrite(file, ps, Buffer.alloc(ps))
+    const out = await startOn(dir)
+    const lines = out.kind === 'listening' ? out.server.lines : []
+    await assertStarts(t, out)
+    t.ok(lines.some((l) => l.level === 40 && l.file === file), 'a warning names the file')
+  })
+
   for (const [store, path] of Object.entries(STORES)) {
     for (const [damage, apply] of Object.entries(DAMAGE)) {
       t.test(`${store}: ${damage}`, async (t) => {
