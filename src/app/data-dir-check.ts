@@ -61,10 +61,13 @@ export async function checkStoreFiles(config: Config, logger: Logger): Promise<S
     ...(config.sessionStore === 'lmdb' ? [{ what: 'session store', envDir: join(dir, 'lmdb') }] : []),
     ...(config.memoryStore === 'hnsw' ? [{ what: 'memory store', envDir: join(dir, 'memory', 'lmdb') }] : []),
   ]
-  const absent: boolean[] = []
-  for (const { what, envDir } of envs) absent.push(await checkLmdbEnv(what, envDir, logger))
+  let sessionStoreAbsent = false
+  for (const { what, envDir } of envs) {
+    const absent = await checkLmdbEnv(what, envDir, logger)
+    if (what === 'session store') sessionStoreAbsent = absent
+  }
   const projectedSessions = await countProjections(dir)
-  const state: StoreFilesState = { sessionStoreAbsent: config.sessionStore === 'lmdb' && absent[0] === true, projectedSessions }
+  const state: StoreFilesState = { sessionStoreAbsent, projectedSessions }
   if (!state.sessionStoreAbsent || config.allowEmptyStore) return state
   const store = join(dir, 'lmdb', 'data.mdb')
   const memory = (await checkLmdbFile(join(dir, 'memory', 'lmdb', 'data.mdb'))).state !== 'absent'

@@ -22,7 +22,11 @@ async function main(): Promise<void> {
   } catch (err) {
     if (!(err instanceof StartupError)) throw err
     // Release the data directory and close the stores before exiting; never wait long for it.
-    if (burrow) await Promise.race([burrow.close().catch(() => undefined), new Promise((r) => setTimeout(r, 5_000).unref())])
+    if (burrow) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([burrow.close().catch(() => undefined), new Promise((r) => { timer = setTimeout(r, 5_000) })])
+      clearTimeout(timer)
+    }
     process.stderr.write(`burrow: ${err.message}\n`)
     process.exit(EX_CONFIG)
   }
