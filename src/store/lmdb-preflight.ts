@@ -1,10 +1,12 @@
-import { open, stat } from 'node:fs/promises'
+import { open, stat, type FileHandle } from 'node:fs/promises'
+import { findBrokenPage } from './lmdb-page-walk.js'
 
 /**
  * What a look at an LMDB data file, before LMDB maps it, found.
  *
  * - `absent`: no file, or an empty one; LMDB creates a new environment there.
- * - `ok`: the snapshot LMDB will open is intact as far as its meta pages and the file size tell.
+ * - `ok`: the snapshot LMDB will open is intact as far as its meta pages tell, and the file holds
+ *   every page its trees use.
  *   `note` says when a meta page was damaged but is one LMDB ignores (it falls back to the other one,
  *   which may be one transaction older).
  * - `damaged`: opening would crash the process (SIGBUS/SIGSEGV) or be refused; `problem` says why,
@@ -38,14 +40,16 @@ const MIN_PAGE = 512
 const MAX_PAGE = 0x10000
 const MAX_DEPTH = 32 // CURSOR_STACK: no tree LMDB can walk is deeper
 
-interface Meta { where: string; pageSize: number; lastPage: bigint; txnid: bigint; flaw: string | null }
+interface Meta { pageSize: number; lastPage: bigint; txnid: bigint; freeRoot: bigint; mainRoot: bigint; flaw: string | null }
 
 /**
  * Checks an LMDB data file (`data.mdb`) before it is opened: LMDB maps the file and trusts its meta
  * pages, so a truncated file or garbage in the meta it picks ends in SIGBUS or SIGSEGV, not an error.
  * Mirrors LMDB's choice: meta page 0 must be valid (LMDB reads its page size there); of the metas it
- * compares, the one with the largest txnid is used, so that one must be valid, and the file must hold
- * every page up to its last page.
+ * compares, the one with the largest txnid is used, so that one must be valid. The file must hold
+ * every page that snapshot's trees use: it does when it reaches the snapshot's last page (reading
+ * three metas, the usual case); when it is shorter, the trees are walked to tell free pages past
+ * the end (which LMDB leaves unwritten) from a truncation.
  */
 export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
   let size: number
@@ -59,34 +63,33 @@ export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
     return { state: 'unreadable', code, problem: `cannot be read (${code})` }
   }
   if (size === 0) return { state: 'absent' }
-  let page0: Buffer
-  let rest: { flushed: Buffer | null; page1: Buffer | null }
+  let fh: FileHandle
   try {
-    const fh = await open(path, 'r')
-    try {
-      page0 = await readAt(fh, 0, PAGE_HEADER + META_SIZE)
-      const ps = page0.length === PAGE_HEADER + META_SIZE ? page0.readUInt32LE(PAGE_HEADER + FREE_DB) : 0
-      rest = isPageSize(ps)
-        ? { flushed: await readAt(fh, ps / 2, PAGE_HEADER + META_SIZE), page1: await readAt(fh, ps, PAGE_HEADER + META_SIZE) }
-        : { flushed: null, page1: null }
-    } finally {
-      await fh.close()
-    }
+    fh = await open(path, 'r')
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'EIO'
-    return { state: 'unreadable', code, problem: `cannot be read (${code})` }
+    return unreadable(err)
   }
+  try {
+    return await inspect(fh, size)
+  } catch (err) {
+    return unreadable(err)
+  } finally {
+    await fh.close()
+  }
+}
+
+async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
+  const page0 = await readAt(fh, 0, PAGE_HEADER + META_SIZE)
   if (page0.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its first meta page` }
-  const m0 = parseMeta(page0, 'meta page 0', true, null)
+  const m0 = parseMeta(page0, true, null)
   if (m0.flaw) return { state: 'damaged', problem: `has a damaged meta page 0 (${m0.flaw})` }
+  const ps = m0.pageSize
   let chosen = m0
   let note: string | undefined
-  for (const [buf, where, stamped] of [[rest.flushed, 'copy of the flushed meta in page 0', false], [rest.page1, 'meta page 1', true]] as const) {
-    if (!buf || buf.length < PAGE_HEADER + META_SIZE) {
-      if (where === 'meta page 1') return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its second meta page` }
-      continue
-    }
-    const m = parseMeta(buf, where, stamped, m0.pageSize)
+  for (const [at, where, stamped] of [[ps / 2, 'copy of the flushed meta in page 0', false], [ps, 'meta page 1', true]] as const) {
+    const buf = await readAt(fh, at, PAGE_HEADER + META_SIZE)
+    if (buf.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its second meta page` }
+    const m = parseMeta(buf, stamped, ps)
     if (m.txnid <= chosen.txnid) {
       if (m.flaw && stamped) note = `${where} is damaged (${m.flaw}); LMDB uses the snapshot of transaction ${chosen.txnid}, so the last transaction may be lost`
       continue
@@ -94,14 +97,23 @@ export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
     if (m.flaw) return { state: 'damaged', problem: `has a damaged ${where} (${m.flaw}), the one LMDB would open` }
     chosen = m
   }
-  const needed = (chosen.lastPage + 1n) * BigInt(chosen.pageSize)
-  if (BigInt(size) < needed) {
-    return { state: 'damaged', problem: `is truncated: ${size} bytes, but its last committed transaction (${chosen.txnid}) uses ${needed} bytes` }
+  const filePages = BigInt(Math.floor(size / ps))
+  if (filePages <= chosen.lastPage) {
+    // Shorter than the snapshot's last page: fine when the pages past the end are free (pages a
+    // transaction took and gave back are never written), a crash waiting to happen when a tree
+    // still uses one. Only walking the trees tells.
+    const broken = await findBrokenPage(fh, ps, filePages, [{ root: chosen.freeRoot, name: 'free-page' }, { root: chosen.mainRoot, name: 'main' }])
+    if (broken) return { state: 'damaged', problem: `is truncated or damaged: ${size} bytes, and ${broken}` }
   }
-  return { state: 'ok', pageSize: chosen.pageSize, txnid: chosen.txnid, lastPage: chosen.lastPage, fileSize: size, ...(note ? { note } : {}) }
+  return { state: 'ok', pageSize: ps, txnid: chosen.txnid, lastPage: chosen.lastPage, fileSize: size, ...(note ? { note } : {}) }
 }
 
-async function readAt(fh: import('node:fs/promises').FileHandle, position: number, length: number): Promise<Buffer> {
+function unreadable(err: unknown): LmdbFileCheck {
+  const code = (err as NodeJS.ErrnoException).code ?? 'EIO'
+  return { state: 'unreadable', code, problem: `cannot be read (${code})` }
+}
+
+async function readAt(fh: FileHandle, position: number, length: number): Promise<Buffer> {
   const buf = Buffer.alloc(length)
   const { bytesRead } = await fh.read(buf, 0, length, position)
   return buf.subarray(0, bytesRead)
@@ -116,7 +128,7 @@ function isPageSize(n: number): boolean {
  * a page header and the magic and version (the flushed copy has neither). `pageSize`: meta page 0's,
  * which every other meta must repeat.
  */
-function parseMeta(page: Buffer, where: string, stamped: boolean, pageSize: number | null): Meta {
+function parseMeta(page: Buffer, stamped: boolean, pageSize: number | null): Meta {
   const m = page.subarray(PAGE_HEADER)
   const ps = m.readUInt32LE(FREE_DB)
   const lastPage = m.readBigUInt64LE(LAST_PAGE)
@@ -135,5 +147,5 @@ function parseMeta(page: Buffer, where: string, stamped: boolean, pageSize: numb
     }
     return null
   })()
-  return { where, pageSize: ps, lastPage, txnid, flaw }
+  return { pageSize: ps, lastPage, txnid, freeRoot: m.readBigUInt64LE(FREE_DB + 40), mainRoot: m.readBigUInt64LE(MAIN_DB + 40), flaw }
 }
