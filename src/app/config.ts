@@ -33,7 +33,7 @@ export interface Config {
   compactionDefaults: EffectiveCompaction
   /**
    * Start anyway when the session store is missing or holds no sessions although the data
-   * directory holds projections (or, for a missing store, memory): normally that means the wrong
+   * directory holds projected sessions (`sessions/`): normally that means the wrong
    * directory or a lost store file, and starting fresh would hide every session.
    */
   allowEmptyStore: boolean

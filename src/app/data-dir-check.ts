@@ -51,9 +51,11 @@ export interface StoreFilesState {
 
 /**
  * Checks every LMDB environment this configuration opens (the session store `lmdb/`, the memory
- * store `memory/lmdb/`): the files can be read and written, and `data.mdb` is intact as far as its
- * meta pages and size tell. Then refuses a missing session store in a directory that holds
- * projections or memory, unless `allowEmptyStore`. Call with the data directory's lock held.
+ * store `memory/lmdb/`): the files can be read and written, and `data.mdb` is intact. Then refuses a
+ * missing session store in a directory that holds projected sessions, unless `allowEmptyStore`.
+ * Memory alone is no sign of lost sessions: it is kept without the session store too
+ * (BURROW_SESSION_STORE=off), and switching the store on later is a normal step. Call with the
+ * data directory's lock held.
  */
 export async function checkStoreFiles(config: Config, logger: Logger): Promise<StoreFilesState> {
   const dir = config.dataDir
@@ -69,11 +71,8 @@ export async function checkStoreFiles(config: Config, logger: Logger): Promise<S
   const projectedSessions = await countProjections(dir)
   const state: StoreFilesState = { sessionStoreAbsent, projectedSessions }
   if (!state.sessionStoreAbsent || config.allowEmptyStore) return state
-  const store = join(dir, 'lmdb', 'data.mdb')
-  const memory = (await checkLmdbFile(join(dir, 'memory', 'lmdb', 'data.mdb'))).state !== 'absent'
-  if (projectedSessions > 0 || memory) {
-    const holds = projectedSessions > 0 ? `${projectedSessions} projected sessions in ${join(dir, 'sessions')}` : `memory in ${join(dir, 'memory')}`
-    throw emptyStore(`The session store ${store} is missing but the data directory holds ${holds}`)
+  if (projectedSessions > 0) {
+    throw emptyStore(`The session store ${join(dir, 'lmdb', 'data.mdb')} is missing but ${join(dir, 'sessions')} holds ${projectedSessions} projected sessions`)
   }
   return state
 }

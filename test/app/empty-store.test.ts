@@ -1,5 +1,5 @@
-// A data directory that holds projected sessions or memory but whose session store is missing or
-// holds no sessions is refused (the wrong directory, or a lost store: starting fresh would hide
+// A data directory that holds projected sessions but whose session store is missing or holds no
+// sessions is refused (the wrong directory, or a lost store: starting fresh would hide
 // every session) unless BURROW_ALLOW_EMPTY_STORE=true. (normal-starts.test.ts: what a normal life
 // leaves behind still starts.)
 import t, { type Test } from 'tap'
@@ -16,7 +16,7 @@ async function freshDir(t: Test): Promise<string> {
   return join(root, 'data')
 }
 
-t.test('a missing or empty session store beside projections or memory', async (t) => {
+t.test('a missing or empty session store beside projected sessions', async (t) => {
   const template = await writeDataDir(t)
 
   t.test('store missing, projections present: refused', async (t) => {
@@ -25,13 +25,6 @@ t.test('a missing or empty session store beside projections or memory', async (t
     await assertRefused(t, await startOn(dir), [join(dir, 'lmdb', 'data.mdb'), join(dir, 'sessions'), 'BURROW_ALLOW_EMPTY_STORE'])
     t.equal((await readdir(join(dir, 'sessions'))).length, SESSIONS, 'the projections are untouched')
     t.same(await readdir(dir).then((d) => d.includes('lmdb')), false, 'no store was created')
-  })
-
-  t.test('store missing, memory present: refused', async (t) => {
-    const dir = await copyDataDir(t, template)
-    await rm(join(dir, 'lmdb'), { recursive: true })
-    await rm(join(dir, 'sessions'), { recursive: true })
-    await assertRefused(t, await startOn(dir), [join(dir, 'lmdb', 'data.mdb'), join(dir, 'memory'), 'BURROW_ALLOW_EMPTY_STORE'])
   })
 
   t.test('store present but holding no sessions, projections present: refused', async (t) => {

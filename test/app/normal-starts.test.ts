@@ -1,5 +1,6 @@
 // The directories a normal life leaves behind start as before the empty-store check
-// (empty-store.test.ts): none yet (the quick start), a store alone, memory without the store.
+// (empty-store.test.ts): none yet (the quick start), a store alone, memory without the store, and
+// the store switched on later beside that memory.
 import t, { type Test } from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -31,7 +32,7 @@ t.test('directories of a normal life start', async (t) => {
     await assertStarts(t, await startOn(dir))
   })
 
-  t.test('memory without the session store (BURROW_SESSION_STORE=off), restarted', async (t) => {
+  t.test('memory without the session store (BURROW_SESSION_STORE=off), restarted, then with the store', async (t) => {
     const dir = await freshDir(t)
     const env = { BURROW_SESSION_STORE: 'off' }
     const out = await startOn(dir, env)
@@ -40,5 +41,6 @@ t.test('directories of a normal life start', async (t) => {
     t.ok(added.status < 300, 'memory added')
     await stopServer(out.server)
     await assertStarts(t, await startOn(dir, env))
+    await assertStarts(t, await startOn(dir), 'then with the session store switched on: memory is no sign of lost sessions')
   })
 })

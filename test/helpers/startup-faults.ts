@@ -77,15 +77,15 @@ export async function assertRefused(t: Test, out: StartOutcome, mentions: string
   return line
 }
 
-/** Starts, asserts it listens, and stops; returns the parsed start-up log line. */
-export async function assertStarts(t: Test, out: StartOutcome): Promise<any> {
+/** Asserts the start listened, then stops the server; returns the parsed start-up log line. */
+export async function assertStarts(t: Test, out: StartOutcome, what = 'the server listened'): Promise<any> {
   if (out.kind === 'exited') {
-    t.fail(`the server did not start (${out.code ?? out.signal}): ${out.stderr}`)
+    t.fail(`${what}: it did not start (${out.code ?? out.signal}): ${out.stderr}`)
     return undefined
   }
   const started = out.server.lines.find((l) => l.address)
   await stopServer(out.server)
-  t.pass('the server listened')
+  t.pass(what)
   return started
 }
 
