@@ -6,6 +6,7 @@ import { HttpDrain } from './http-drain.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics.js'
 import { buildService } from './service.js'
+import { listenStartupError } from './startup-error.js'
 import { VERSION } from './version.js'
 import type { Logger as PinoLogger } from 'pino'
 import type { Projector } from '../session/projector.js'
@@ -48,7 +49,12 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
   return {
     app, service: built.service, projector: built.projector, indexer: built.indexer, config, logger,
     async listen() {
-      const url = await app.listen({ host: config.host, port: config.port })
+      let url: string
+      try {
+        url = await app.listen({ host: config.host, port: config.port })
+      } catch (err) {
+        throw listenStartupError(err, config.host, config.port) ?? err
+      }
       const caps = built.service.capabilities()
       logger.info({
         capabilities: { session_store: caps.session_store, memory_store: caps.memory_store, session_compaction: caps.session_compaction },

@@ -31,6 +31,14 @@ export interface Config {
   shutdownGraceMs: number
   rateLimitPerMinute: number | undefined
   compactionDefaults: EffectiveCompaction
+  /**
+   * Start anyway when the session store is missing or holds no sessions although the data
+   * directory holds projected sessions (`sessions/`): normally that means the wrong
+   * directory or a lost store file, and starting fresh would hide every session.
+   */
+  allowEmptyStore: boolean
+  /** Free bytes the data directory's file system must have at start-up (0: no check). */
+  minFreeBytes: number
 }
 
 export class ConfigError extends StartupError {
@@ -89,6 +97,8 @@ export function loadConfig(env: Env = process.env): Config {
       min_turns_between_compactions: r.int('BURROW_COMPACT_MIN_TURNS', 3, 0, 1000),
       max_history_messages: r.optInt('BURROW_COMPACT_MAX_HISTORY_MESSAGES', 2, 10_000_000) ?? null,
     },
+    allowEmptyStore: r.oneOf('BURROW_ALLOW_EMPTY_STORE', ['true', 'false'], 'false') === 'true',
+    minFreeBytes: r.int('BURROW_MIN_FREE_BYTES', 64 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
   }
   if (config.embeddings.url && !config.embeddings.model) problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {

@@ -18,6 +18,7 @@ import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
 import { MemoryIdempotencyStore } from '../store/memory-idempotency-store.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
+import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
 import { StartupError } from './startup-error.js'
 
@@ -46,9 +47,13 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const { registry, http } = buildProviders(config)
   cleanup.push(() => http.close())
   const durable = config.sessionStore === 'lmdb' || config.memoryStore === 'hnsw'
+  let storeFiles: StoreFilesState | undefined
   if (durable) {
+    // Before anything in the directory is opened: LMDB crashes on what these checks refuse.
+    await checkDataDir(config.dataDir, config.minFreeBytes)
     const lock = await lockDataDir(config.dataDir)
     cleanup.push(() => lock.release())
+    storeFiles = await checkStoreFiles(config, deps.logger)
   }
 
   // Memory: the store, its embedder, the agent's tools, and the worker that indexes what compaction discards.
@@ -115,6 +120,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const migrated = repository.migrated
   if (migrated) deps.logger.warn({ ...migrated, data_dir: config.dataDir }, `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`)
   cleanup.push(() => repository.close())
+  await checkStoreNotEmpty(config, storeFiles!, repository.sessions.allIds())
   const projector = new Projector(repository, config.dataDir, deps.logger)
   cleanup.push(() => projector.close())
   cleanup.push(memoryClose)

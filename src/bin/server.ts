@@ -1,28 +1,43 @@
 #!/usr/bin/env node
 import { loadConfig } from '../app/config.js'
+import { loadEnvFile } from '../app/env-file.js'
 import { StartupError } from '../app/startup-error.js'
-import { createBurrow } from '../app/burrow.js'
+import { createBurrow, type Burrow } from '../app/burrow.js'
 import { installProcessGuard } from '../app/process-guard.js'
 
-/** `npm start`: configuration from the environment, graceful stop on SIGTERM/SIGINT. */
+/** Exit code of a start-up the operator must fix (sysexits.h EX_CONFIG). */
+const EX_CONFIG = 78
+
+/**
+ * `npm start`: configuration from the environment (and `.env` in the working directory, when there
+ * is one), graceful stop on SIGTERM/SIGINT. A start-up the operator can fix exits 78 with one
+ * `burrow: …` line on stderr; anything else is a bug and keeps its stack.
+ */
 async function main(): Promise<void> {
-  let burrow
+  let burrow: Burrow | undefined
   try {
+    const envFile = loadEnvFile()
     burrow = await createBurrow(loadConfig())
+    if (envFile) burrow.logger.info({ env_file: envFile }, `read ${envFile}`)
+    installProcessGuard(burrow.logger)
+    await burrow.listen()
   } catch (err) {
-    if (err instanceof StartupError) {
-      process.stderr.write(`burrow: ${err.message}\n`)
-      process.exit(78)
+    if (!(err instanceof StartupError)) throw err
+    // Release the data directory and close the stores before exiting; never wait long for it.
+    if (burrow) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([burrow.close().catch(() => undefined), new Promise((r) => { timer = setTimeout(r, 5_000) })])
+      clearTimeout(timer)
     }
-    throw err
+    process.stderr.write(`burrow: ${err.message}\n`)
+    process.exit(EX_CONFIG)
   }
-  installProcessGuard(burrow.logger)
-  await burrow.listen()
+  const running = burrow
   const stop = (signal: string) => {
-    burrow.logger.info({ signal }, 'shutting down')
-    const hard = setTimeout(() => process.exit(1), burrow.config.shutdownGraceMs + 10_000)
+    running.logger.info({ signal }, 'shutting down')
+    const hard = setTimeout(() => process.exit(1), running.config.shutdownGraceMs + 10_000)
     hard.unref()
-    burrow.close().then(() => process.exit(0), (err) => { burrow.logger.error({ err }, 'shutdown failed'); process.exit(1) })
+    running.close().then(() => process.exit(0), (err) => { running.logger.error({ err }, 'shutdown failed'); process.exit(1) })
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))

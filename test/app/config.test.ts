@@ -57,3 +57,19 @@ t.test('.env.example lists every variable the service reads, with its default', 
   t.same([...read].filter((v) => !listed.has(v)), [], 'read but not in .env.example')
   t.same([...listed].filter((v) => !read.has(v)), [], 'in .env.example but never read')
 })
+
+t.test('start-up checks: BURROW_ALLOW_EMPTY_STORE and BURROW_MIN_FREE_BYTES', async (t) => {
+  const d = loadConfig({})
+  t.equal(d.allowEmptyStore, false, 'a missing or empty store beside projections is refused by default')
+  t.equal(d.minFreeBytes, 64 * 1024 * 1024)
+  const c = loadConfig({ BURROW_ALLOW_EMPTY_STORE: 'true', BURROW_MIN_FREE_BYTES: '0' })
+  t.equal(c.allowEmptyStore, true)
+  t.equal(c.minFreeBytes, 0, '0 turns the free-space check off')
+  try {
+    loadConfig({ BURROW_ALLOW_EMPTY_STORE: 'yes', BURROW_MIN_FREE_BYTES: '-1' })
+    t.fail('should throw')
+  } catch (err) {
+    t.type(err, ConfigError)
+    t.same((err as ConfigError).problems.map((p) => p.split(' ')[0]), ['BURROW_ALLOW_EMPTY_STORE', 'BURROW_MIN_FREE_BYTES'])
+  }
+})

@@ -1,0 +1,151 @@
+import { open, stat, type FileHandle } from 'node:fs/promises'
+import { findBrokenPage } from './lmdb-page-walk.js'
+
+/**
+ * What a look at an LMDB data file, before LMDB maps it, found.
+ *
+ * - `absent`: no file, or an empty one; LMDB creates a new environment there.
+ * - `ok`: the snapshot LMDB will open is intact as far as its meta pages tell, and the file holds
+ *   every page its trees use.
+ *   `note` says when a meta page was damaged but is one LMDB ignores (it falls back to the other one,
+ *   which may be one transaction older).
+ * - `damaged`: opening would crash the process (SIGBUS/SIGSEGV) or be refused; `problem` says why,
+ *   as a phrase that follows the file's name ("is truncated: …").
+ * - `unreadable`: the file cannot be read (permissions, I/O error); `code` is the errno code.
+ */
+export type LmdbFileCheck =
+  | { state: 'absent' }
+  | { state: 'ok'; pageSize: number; txnid: bigint; lastPage: bigint; fileSize: number; note?: string }
+  | { state: 'damaged'; problem: string }
+  | { state: 'unreadable'; code: string; problem: string }
+
+// On-disk layout of the LMDB that lmdb-js 3.x builds (dependencies/lmdb/libraries/liblmdb/mdb.c,
+// 64-bit): its page header has a txnid besides upstream LMDB's pgno/pad/flags/lower-upper, so it is
+// 24 bytes, not 16. MDB_meta follows the header of pages 0 and 1. With MDB_OVERLAPPINGSYNC (lmdb-js's
+// default unless noSync) a third copy, of the last flushed snapshot, sits half a page into page 0 and
+// takes part in choosing the snapshot when the environment is opened (mdb_env_read_header).
+const PAGE_HEADER = 24
+const PAGE_FLAGS = 18
+const P_META = 0x08
+const MAGIC = 0xbeefc0de
+const DATA_VERSION = 2
+const META_SIZE = 144
+const DB_RECORD = 48
+const FREE_DB = 24
+const MAIN_DB = FREE_DB + DB_RECORD
+const LAST_PAGE = MAIN_DB + DB_RECORD
+const TXNID = LAST_PAGE + 8
+const P_INVALID = 0xffff_ffff_ffff_ffffn
+const MIN_PAGE = 512
+const MAX_PAGE = 0x10000
+const MAX_DEPTH = 32 // CURSOR_STACK: no tree LMDB can walk is deeper
+
+interface Meta { pageSize: number; lastPage: bigint; txnid: bigint; freeRoot: bigint; mainRoot: bigint; flaw: string | null }
+
+/**
+ * Checks an LMDB data file (`data.mdb`) before it is opened: LMDB maps the file and trusts its meta
+ * pages, so a truncated file or garbage in the meta it picks ends in SIGBUS or SIGSEGV, not an error.
+ * Mirrors LMDB's choice: meta page 0 must be valid (LMDB reads its page size there); of the metas it
+ * compares, the one with the largest txnid is used, so that one must be valid. The file must hold
+ * every page that snapshot's trees use: it does when it reaches the snapshot's last page (reading
+ * three metas, the usual case); when it is shorter, the trees are walked to tell free pages past
+ * the end (which LMDB leaves unwritten) from a truncation.
+ */
+export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
+  let size: number
+  try {
+    const s = await stat(path)
+    if (!s.isFile()) return { state: 'damaged', problem: 'is not a regular file' }
+    size = s.size
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'EIO'
+    if (code === 'ENOENT') return { state: 'absent' }
+    return { state: 'unreadable', code, problem: `cannot be read (${code})` }
+  }
+  if (size === 0) return { state: 'absent' }
+  let fh: FileHandle
+  try {
+    fh = await open(path, 'r')
+  } catch (err) {
+    return unreadable(err)
+  }
+  try {
+    return await inspect(fh, size)
+  } catch (err) {
+    return unreadable(err)
+  } finally {
+    await fh.close()
+  }
+}
+
+async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
+  const page0 = await readAt(fh, 0, PAGE_HEADER + META_SIZE)
+  if (page0.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its first meta page` }
+  const m0 = parseMeta(page0, true, null)
+  if (m0.flaw) return { state: 'damaged', problem: `has a damaged meta page 0 (${m0.flaw})` }
+  const ps = m0.pageSize
+  let chosen = m0
+  let note: string | undefined
+  for (const [at, where, stamped] of [[ps / 2, 'copy of the flushed meta in page 0', false], [ps, 'meta page 1', true]] as const) {
+    const buf = await readAt(fh, at, PAGE_HEADER + META_SIZE)
+    if (buf.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its second meta page` }
+    const m = parseMeta(buf, stamped, ps)
+    if (m.txnid <= chosen.txnid) {
+      if (m.flaw && stamped) note = `${where} is damaged (${m.flaw}); LMDB uses the snapshot of transaction ${chosen.txnid}, so the last transaction may be lost`
+      continue
+    }
+    if (m.flaw) return { state: 'damaged', problem: `has a damaged ${where} (${m.flaw}), the one LMDB would open` }
+    chosen = m
+  }
+  const filePages = BigInt(Math.floor(size / ps))
+  if (filePages <= chosen.lastPage) {
+    // Shorter than the snapshot's last page: fine when the pages past the end are free (pages a
+    // transaction took and gave back are never written), a crash waiting to happen when a tree
+    // still uses one. Only walking the trees tells.
+    const broken = await findBrokenPage(fh, ps, filePages, [{ root: chosen.freeRoot, name: 'free-page' }, { root: chosen.mainRoot, name: 'main' }])
+    if (broken) return { state: 'damaged', problem: `is truncated or damaged: ${size} bytes, and ${broken}` }
+  }
+  return { state: 'ok', pageSize: ps, txnid: chosen.txnid, lastPage: chosen.lastPage, fileSize: size, ...(note ? { note } : {}) }
+}
+
+function unreadable(err: unknown): LmdbFileCheck {
+  const code = (err as NodeJS.ErrnoException).code ?? 'EIO'
+  return { state: 'unreadable', code, problem: `cannot be read (${code})` }
+}
+
+async function readAt(fh: FileHandle, position: number, length: number): Promise<Buffer> {
+  const buf = Buffer.alloc(length)
+  const { bytesRead } = await fh.read(buf, 0, length, position)
+  return buf.subarray(0, bytesRead)
+}
+
+function isPageSize(n: number): boolean {
+  return n >= MIN_PAGE && n <= MAX_PAGE && (n & (n - 1)) === 0
+}
+
+/**
+ * One meta and what is wrong with it, if anything. `stamped`: a meta at the start of a page, which has
+ * a page header and the magic and version (the flushed copy has neither). `pageSize`: meta page 0's,
+ * which every other meta must repeat.
+ */
+function parseMeta(page: Buffer, stamped: boolean, pageSize: number | null): Meta {
+  const m = page.subarray(PAGE_HEADER)
+  const ps = m.readUInt32LE(FREE_DB)
+  const lastPage = m.readBigUInt64LE(LAST_PAGE)
+  const txnid = m.readBigUInt64LE(TXNID)
+  const flaw = (() => {
+    if (stamped && (page.readUInt16LE(PAGE_FLAGS) & P_META) === 0) return 'not marked as a meta page'
+    if (stamped && m.readUInt32LE(0) !== MAGIC) return 'no LMDB magic number'
+    if (stamped && (m.readUInt32LE(4) & 0xffff) !== DATA_VERSION) return `format version ${m.readUInt32LE(4) & 0xffff}, expected ${DATA_VERSION}`
+    if (!isPageSize(ps) || (pageSize !== null && ps !== pageSize)) return `page size ${ps}`
+    if (lastPage < 1n) return `last page ${lastPage}`
+    for (const [off, name] of [[FREE_DB, 'free-page'], [MAIN_DB, 'main']] as const) {
+      const root = m.readBigUInt64LE(off + 40)
+      if (root !== P_INVALID && (root < 2n || root > lastPage)) return `${name} tree root ${root} outside pages 2…${lastPage}`
+      if (m.readUInt16LE(off + 6) > MAX_DEPTH) return `${name} tree depth ${m.readUInt16LE(off + 6)}`
+      for (let f = 8; f <= 24; f += 8) if (m.readBigUInt64LE(off + f) > lastPage) return `${name} tree page count beyond its last page`
+    }
+    return null
+  })()
+  return { pageSize: ps, lastPage, txnid, freeRoot: m.readBigUInt64LE(FREE_DB + 40), mainRoot: m.readBigUInt64LE(MAIN_DB + 40), flaw }
+}
