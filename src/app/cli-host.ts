@@ -59,7 +59,14 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
         throw err
       }
       installProcessGuard(burrow.logger)
-      await burrow.listen()
+      try {
+        await burrow.listen()
+      } catch (err) {
+        // An address in use or not ours is the operator's to fix, as in `npm start`: release the data dir, exit 78.
+        if (!(err instanceof StartupError)) throw err
+        await burrow.close().catch(() => undefined)
+        throw new CliFatal(err.message, EXIT_CONFIG)
+      }
       return new Promise<number>((resolve) => {
         const stop = (signal: string) => {
           burrow.logger.info({ signal }, 'shutting down')

@@ -156,6 +156,16 @@ t.test('auth: the same keys as the server; the data dir belongs to one process',
   t.match(bad.err, /BURROW_DURABILITY/)
 })
 
+t.test('serve on an address in use exits 78 with one line, like the server', async (t) => {
+  const h = await startBurrow({})
+  t.teardown(() => h.close())
+  const port = new URL(h.url).port
+  const r = await cli(['serve', '--port', port], { BURROW_DATA_DIR: await tempDir(t), HOST: '127.0.0.1' })
+  t.equal(r.code, 78)
+  t.match(r.err, new RegExp(`^burrow: Cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\)`))
+  t.equal(r.err.trim().split('\n').length, 1)
+})
+
 t.test('--url: the same commands through the typed client against a server', async (t) => {
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on' })
   t.teardown(() => h.close())
