@@ -209,11 +209,13 @@ export abstract class BaseSessionService implements SessionService {
       return sub
     }
     const session = await this.session(tenant, id)
+    let sub: Awaited<ReturnType<EventHub['subscribeSession']>>
     try {
-      return await this.hub.subscribeSession(session.id, opts.after, session.record.last_seq, (from, limit) => this.replayPage(session.id, from, limit))
-    } catch (err) {
-      throw toBurrowError(err)
-    }
+      sub = await this.hub.subscribeSession(session.id, opts.after, session.record.last_seq, (from, limit) => this.replayPage(session.id, from, limit))
+    } catch (err) { throw toBurrowError(err) }
+    // Shutdown began while the session loaded: the hub closed its streams already, so this one ends now, told why.
+    if (this.shuttingDown) sub.closeWith({ type: 'stream_closed', session_id: session.id, data: { reason: 'shutdown' } })
+    return sub
   }
 
   async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {

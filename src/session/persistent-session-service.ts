@@ -98,10 +98,12 @@ export class PersistentSessionService extends BaseSessionService {
     const tenant = this.authenticate(ctx)
     const s = await this.session(tenant, id)
     if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
+    // Memories first: if the store then refuses the session's purge (a full disk), the session is still
+    // there to delete again — the other way round its memories would outlive it, out of every API's reach.
+    await this.deps.memory?.deleteSession(tenant, id)
     this.live.delete(id)
     this.hub.drop(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
     await this.repo.deleteSession(id, tenant)
-    await this.deps.memory?.deleteSession(tenant, id)
     await this.pdeps.onDelete?.(id)
   }
 

@@ -142,3 +142,30 @@ t.test("compaction on a full disk: turns go on, the discarded messages are index
   t.equal(await stop(server), 0)
   t.same(unhandledRejections(server.stderr), [], 'nothing went unhandled')
 })
+
+t.test('deleting a session while memory cannot write: refused whole, and done whole once there is room', { skip: !hasPrlimit && 'needs prlimit' }, async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-mem-full-del-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const server = await spawn({ BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_DURABILITY: 'fsync', BURROW_DATA_DIR: dataDir })
+  t.teardown(() => { if (server.child.exitCode === null) server.child.kill('SIGKILL') })
+  const api = new Api(server.url)
+  const id = await api.createSession({ memory: true })
+  // The memory file grows well past the session store's, so capping at its size leaves the session store room.
+  for (let i = 0; i < 8; i++) t.equal((await addRaw(server.url, Array.from({ length: 10 }, (_, j) => ({ content: `${filler(`SESS-${i}`)} ${j}`, session_id: id })))).status, 201)
+  capFiles(server, memoryDbSize(dataDir))
+  let full = false
+  for (let i = 0; i < 30 && !full; i++) full = (await addRaw(server.url, Array.from({ length: 10 }, (_, j) => ({ content: `${filler(`FILL-${i}`)} ${j}` })))).status === 503
+  t.ok(full, 'memory is full')
+
+  const refused = await request(`${server.url}/v1/sessions/${id}`, { method: 'DELETE' })
+  t.equal(refused.statusCode, 503)
+  t.match(await refused.body.json(), { code: 'STORE_UNAVAILABLE' })
+  t.equal((await api.get(`/v1/sessions/${id}`)).status, 200, 'the session is still there to delete again')
+
+  capFiles(server, 'unlimited')
+  t.equal((await api.delete(`/v1/sessions/${id}`)).status, 204, 'deleted once there is room')
+  t.equal((await api.get(`/v1/sessions/${id}`)).status, 404)
+  const left = (await api.get(`/v1/memory/search?q=SESS&scope=tenant&limit=20`)).body.results.filter((r: any) => r.session_id === id)
+  t.same(left, [], 'and none of its memories outlive it')
+  t.equal(await stop(server), 0)
+})
