@@ -16,12 +16,15 @@ export interface KeywordSource {
   length(label: number): number
 }
 
-const K1 = 1.2
-const B = 0.75
+export const BM25_K1 = 1.2
+export const BM25_B = 0.75
+const K1 = BM25_K1
+const B = BM25_B
 
 /**
  * Okapi BM25 over a keyword source; returns labels with scores, best first. Query terms
- * are counted once each (a repeated word does not dominate).
+ * are counted once each (a repeated word does not dominate). The reference scorer (and the
+ * brute-force store's): `KeywordIndex.top` must give exactly the same result, faster.
  */
 export function bm25(source: KeywordSource, queryTerms: readonly string[], limit: number, accept?: (label: number) => boolean): Array<{ label: number; score: number }> {
   const { docs, totalLength } = source.stats()

@@ -5,9 +5,10 @@ import { BurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
 import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
-import { bm25, termFrequencies, type KeywordSource } from './bm25.js'
+import { termFrequencies } from './bm25.js'
+import { KeywordIndex } from './keyword-index.js'
 import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
-import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry } from './memory-db.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
 import { tokenize } from './text-features.js'
@@ -38,6 +39,8 @@ const ENTRIES = 'memory entries'
  */
 export class HnswMemoryStore implements MemoryStore {
   private readonly indexes = new Map<string, TenantIndex>()
+  /** Per tenant, the keyword statistics in memory (a cache of the postings in LMDB, built on first search). */
+  private readonly keywords = new Map<string, KeywordIndex>()
   private readonly cache: TenantIndexCache
   private readonly writes: MemoryWrites
   private readonly indexDir: string
@@ -94,7 +97,7 @@ export class HnswMemoryStore implements MemoryStore {
     const prepared = entries.map((e, i) => {
       const tokens = tokenize(e.content)
       const entry: StoredEntry = { ...e, id: randomUUID(), created_at: now, len: tokens.length }
-      return { entry, tf: termFrequencies(tokens), vector: vectors[i]! }
+      return { entry, tf: termFrequencies(tokens), vector: vectors[i]!, label: -1 }
     })
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
@@ -109,6 +112,7 @@ export class HnswMemoryStore implements MemoryStore {
         const tenant = p.entry.tenant
         const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
         const label = stats.next
+        p.label = label
         this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
         this.db.entries.put([tenant, label], p.entry)
         this.db.vectors.put([tenant, label], toBytes(p.vector))
@@ -119,6 +123,12 @@ export class HnswMemoryStore implements MemoryStore {
       return null
     }), ENTRIES)
     if (deleted) throw new BurrowError('SESSION_NOT_FOUND', `Session ${deleted} was deleted; its memories are not kept.`)
+    // Applied at once after the commit (commits resolve in order): an index that cannot take
+    // a label in order is dropped and built again from LMDB on the next search.
+    for (const p of prepared) {
+      const ix = this.keywords.get(p.entry.tenant)
+      if (ix && !ix.add(p.label, p.tf)) this.keywords.delete(p.entry.tenant)
+    }
     // Committed (with fsync durability: on disk). Nothing below may fail the call — a retry
     // would add the entries twice — so indexing them never throws: what the index cannot
     // take is logged, repaired in the background and meanwhile searched exactly.
@@ -131,16 +141,17 @@ export class HnswMemoryStore implements MemoryStore {
     if (!stats || stats.docs === 0) return []
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
-    const accept = q.sessionId ? (label: number) => this.db.bySession.get([q.tenant, q.sessionId!, label]) !== undefined : undefined
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
       vector = q.sessionId ? this.exact(q.tenant, q.sessionId, v!, want) : this.cache.nearest(q.tenant, v!, want)
     }
-    const source = this.keywordSource(q.tenant, stats)
-    const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), want, accept)
+    // After the embedder's await: read in one synchronous step with the keyword index.
+    const session = q.sessionId ? this.sessionLabels(q.tenant, q.sessionId) : undefined
+    const keywords = this.keywordIndex(q.tenant)
+    const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, session && ((label) => session.has(label)))
     const hits: MemoryHit[] = []
-    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined)) {
+    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined)) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }
@@ -158,24 +169,36 @@ export class HnswMemoryStore implements MemoryStore {
     return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
   }
 
-  private keywordSource(tenant: string, stats: TenantStats): KeywordSource {
-    return {
-      stats: () => ({ docs: stats.docs, totalLength: stats.totalLength }),
-      postings: (term) => this.db.postings.getRange({ start: [tenant, term, 0], end: [tenant, term, Infinity] }).map(({ key, value }) => ({ label: key[2] as number, tf: value })),
-      length: (label) => this.db.entries.get([tenant, label])?.len ?? 0,
+  private sessionLabels(tenant: string, sessionId: string): Set<number> {
+    const out = new Set<number>()
+    for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) out.add(key[2] as number)
+    return out
+  }
+
+  /** The tenant's keyword index: in memory, else built from its postings in LMDB. */
+  keywordIndex(tenant: string): KeywordIndex {
+    let ix = this.keywords.get(tenant)
+    if (!ix) {
+      ix = KeywordIndex.build(this.db, tenant)
+      this.keywords.set(tenant, ix)
     }
+    return ix
   }
 
   async deleteSession(tenant: string, sessionId: string): Promise<number> {
     this.assertOpen()
+    const removed: Array<{ label: number; terms: Set<string> }> = []
     const labels = await this.writes.run(() => this.db.entries.childTransaction(() => {
+      removed.length = 0
       const out: number[] = []
       const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
       for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
         const label = key[2] as number
         const e = this.db.entries.get([tenant, label])
         if (e) {
-          for (const term of new Set(tokenize(e.content))) this.db.postings.remove([tenant, term, label])
+          const terms = new Set(tokenize(e.content))
+          for (const term of terms) this.db.postings.remove([tenant, term, label])
+          removed.push({ label, terms })
           this.db.ids.remove(e.id)
           stats.docs--
           stats.totalLength -= e.len
@@ -192,6 +215,8 @@ export class HnswMemoryStore implements MemoryStore {
       if (out.length > 0) this.db.stats.put(tenant, stats)
       return out
     }), ENTRIES)
+    const ix = this.keywords.get(tenant)
+    if (ix && !removed.every((r) => ix.remove(r.label, r.terms))) this.keywords.delete(tenant)
     this.cache.removed(tenant, labels)
     return labels.length
   }
@@ -217,6 +242,7 @@ export class HnswMemoryStore implements MemoryStore {
     if (this.closed) return
     this.closed = true
     await this.cache.close()
+    this.keywords.clear()
     this.writes.close()
     await this.db.root.close()
   }
