@@ -1,0 +1,155 @@
+// The in-memory keyword index against the reference BM25 (bm25() over plain maps, and over the
+// postings in LMDB the way the store read them before): same scores, same order, same ties.
+import t from 'tap'
+import fc from 'fast-check'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { bm25, termFrequencies, type KeywordSource } from '../../src/memory/bm25.js'
+import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
+import { HnswMemoryStore } from '../../src/memory/hnsw-memory-store.js'
+import { KeywordIndex, TopK } from '../../src/memory/keyword-index.js'
+import type { MemoryDb } from '../../src/memory/memory-db.js'
+import { exactMatches } from '../../src/memory/memory-ranking.js'
+import { tokenize } from '../../src/memory/text-features.js'
+
+/** The reference: a document map, postings iterated in label order. */
+function mapSource(docs: Map<number, Map<string, number>>): KeywordSource {
+  const labels = [...docs.keys()].sort((a, b) => a - b)
+  const len = (l: number) => [...docs.get(l)!.values()].reduce((a, n) => a + n, 0)
+  return {
+    stats: () => ({ docs: docs.size, totalLength: labels.reduce((a, l) => a + len(l), 0) }),
+    postings: (term) => labels.filter((l) => docs.get(l)!.has(term)).map((label) => ({ label, tf: docs.get(label)!.get(term)! })),
+    length: (l) => (docs.has(l) ? len(l) : 0),
+  }
+}
+
+/** How the store read its keyword statistics before: from LMDB, one row (and one entry) per posting. */
+function lmdbSource(db: MemoryDb, tenant: string): KeywordSource {
+  const stats = db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+  return {
+    stats: () => ({ docs: stats.docs, totalLength: stats.totalLength }),
+    postings: (term) => db.postings.getRange({ start: [tenant, term, 0], end: [tenant, term, Infinity] }).map(({ key, value }) => ({ label: key[2] as number, tf: value })),
+    length: (label) => db.entries.get([tenant, label])?.len ?? 0,
+  }
+}
+
+const VOCAB = ['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'x1', 'x2']
+const doc = fc.array(fc.constantFrom(...VOCAB), { minLength: 0, maxLength: 12 })
+const query = fc.array(fc.constantFrom(...VOCAB, 'absent'), { minLength: 1, maxLength: 5 })
+
+t.test('top() equals bm25() on random corpora, with deletions, filters and small limits', async (t) => {
+  let nonEmpty = 0
+  let cut = 0
+  fc.assert(fc.property(
+    fc.array(doc, { minLength: 1, maxLength: 60 }), fc.array(fc.boolean(), { maxLength: 60 }), fc.array(query, { minLength: 1, maxLength: 6 }),
+    fc.integer({ min: 1, max: 20 }), fc.integer({ min: 2, max: 5 }),
+    (texts, dels, queries, limit, mod) => {
+      const ix = new KeywordIndex()
+      const docs = new Map<number, Map<string, number>>()
+      texts.forEach((words, label) => {
+        const tf = termFrequencies(words)
+        if (!ix.add(label, tf)) throw new Error('in-order add refused')
+        docs.set(label, tf)
+      })
+      texts.forEach((words, label) => {
+        if (!dels[label]) return
+        if (!ix.remove(label, new Set(words))) throw new Error('remove refused')
+        docs.delete(label)
+      })
+      const ref = mapSource(docs)
+      if (JSON.stringify(ix.stats()) !== JSON.stringify(ref.stats())) return false
+      for (const q of queries) {
+        const expected = bm25(ref, q, limit)
+        const got = ix.top(q, limit)
+        if (expected.length > 0) nonEmpty++
+        if (expected.length === limit) cut++
+        if (JSON.stringify(got) !== JSON.stringify(expected)) return false
+        const accept = (l: number) => l % mod === 0
+        if (JSON.stringify(ix.top(q, limit, accept)) !== JSON.stringify(bm25(ref, q, limit, accept))) return false
+      }
+      return true
+    }), { numRuns: 300 })
+  t.ok(nonEmpty > 100, `queries with hits were compared (${nonEmpty})`)
+  t.ok(cut > 20, `queries whose candidates exceed the limit were compared (${cut})`)
+})
+
+t.test('TopK keeps the best k by score, ties by label, like a full sort', async (t) => {
+  fc.assert(fc.property(fc.array(fc.tuple(fc.nat(1000), fc.integer({ min: 0, max: 5 })), { maxLength: 200 }), fc.integer({ min: 1, max: 30 }), (pairs, k) => {
+    const uniq = [...new Map(pairs.map(([l, s]) => [l, s / 2])).entries()].map(([label, score]) => ({ label, score }))
+    const heap = new TopK(k)
+    for (const p of uniq) heap.offer(p.label, p.score)
+    const expected = [...uniq].sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
+    return JSON.stringify(heap.sorted()) === JSON.stringify(expected)
+  }), { numRuns: 300 })
+  t.pass('300 random cases')
+})
+
+t.test('add() refuses a label out of order; remove() one not covered', async (t) => {
+  const ix = new KeywordIndex()
+  t.ok(ix.add(0, new Map([['a', 1]])))
+  t.notOk(ix.add(2, new Map([['a', 1]])), 'a gap: a change was missed')
+  t.ok(ix.add(0, new Map([['a', 1]])), 'already covered: skipped')
+  t.same(ix.stats(), { docs: 1, totalLength: 1 })
+  t.notOk(ix.remove(5, ['a']))
+  t.ok(ix.remove(0, ['a']))
+  t.ok(ix.remove(0, ['a']), 'removing twice is a no-op')
+  t.same(ix.stats(), { docs: 0, totalLength: 0 })
+  t.same([...ix.postings('a')], [])
+})
+
+const embedder = new HashedEmbedder()
+const WORDS = ['invoice', 'deploy', 'rollback', 'Helga', 'refund', 'INV-2024-0042', 'v2.3.1', 'cache', 'latency', 'customer', 'export', '数据库', 'ünïcode', '🚀launch']
+
+t.test('store: adds and session deletions keep the in-memory index equal to a rebuild from LMDB, and search equal to the LMDB reference', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-kw-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
+  t.teardown(() => store.close())
+  const db = (store as unknown as { db: MemoryDb }).db
+  t.ok(db && typeof db.postings.getRange === 'function', 'the store keeps its LMDB handles in `db`')
+  const tenants = ['t', 'tt', 'other']
+  let seed = 1
+  const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n }
+  const text = () => Array.from({ length: 1 + rnd(8) }, () => WORDS[rnd(WORDS.length)]).join(' ')
+  let compared = 0
+  const kept = new Map<string, KeywordIndex>()
+  for (let round = 0; round < 12; round++) {
+    // Concurrent adds, two to each tenant, in sessions.
+    await Promise.all([...tenants, ...tenants].map((tenant) => store.add(Array.from({ length: 5 + rnd(20) }, () => ({
+      tenant, content: text(), session_id: `s${round}-${rnd(3)}`, turn: null, seq: null,
+    })))))
+    if (round === 2) for (const tenant of tenants) kept.set(tenant, store.keywordIndex(tenant)) // loaded from here on: kept current
+    if (round % 3 === 1) await Promise.all(tenants.map((tenant) => store.deleteSession(tenant, `s${round - 1}-${rnd(3)}`)))
+    if (round < 2) continue
+    for (const tenant of tenants) {
+      const live = store.keywordIndex(tenant)
+      t.equal(live, kept.get(tenant), `round ${round}: the same index, updated in place (not dropped and rebuilt)`)
+      const rebuilt = KeywordIndex.build(db, tenant)
+      const ref = lmdbSource(db, tenant)
+      t.same(live.stats(), ref.stats(), `round ${round}: stats as in LMDB`)
+      t.same(rebuilt.stats(), ref.stats())
+      for (const term of new Set(WORDS.flatMap((w) => tokenize(w)))) {
+        const refPostings = [...ref.postings(term)]
+        if (JSON.stringify([...live.postings(term)]) !== JSON.stringify(refPostings)) t.fail(`round ${round}: postings of ${term}`)
+        if (JSON.stringify([...rebuilt.postings(term)]) !== JSON.stringify(refPostings)) t.fail(`round ${round}: rebuilt postings of ${term}`)
+        for (const p of refPostings) if (live.length(p.label) !== ref.length(p.label)) t.fail(`length of ${p.label}`)
+      }
+      for (let i = 0; i < 5; i++) {
+        const q = Array.from({ length: 1 + rnd(4) }, () => WORDS[rnd(WORDS.length)]).join(' ')
+        const expected = bm25(ref, tokenize(q), 7)
+        t.same(live.top(tokenize(q), 7), expected, `round ${round}: top() as bm25() over LMDB`)
+        t.same(exactMatches(live, q), exactMatches(ref, q))
+        const hits = await store.search({ tenant, text: q, limit: 7, mode: 'keyword' })
+        t.same(hits.map((h) => h.entry.content), expected.map((r) => db.entries.get([tenant, r.label])!.content))
+        const sid = `s${round}-0`
+        const inSession = new Set([...db.bySession.getKeys({ start: [tenant, sid, 0], end: [tenant, sid, Infinity] })].map((k) => k[2] as number))
+        const sessionHits = await store.search({ tenant, text: q, limit: 7, mode: 'keyword', sessionId: sid })
+        t.same(sessionHits.map((h) => h.entry.id), bm25(ref, tokenize(q), 7, (l) => inSession.has(l)).map((r) => db.entries.get([tenant, r.label])!.id), 'session scope')
+        t.ok(sessionHits.every((h) => h.entry.session_id === sid))
+        if (expected.length > 0) compared++
+      }
+    }
+  }
+  t.ok(compared > 50, `searches with hits compared (${compared})`)
+})
