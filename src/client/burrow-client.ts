@@ -12,8 +12,8 @@ import type { SessionId } from '../core/ids.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { EventPage, SessionOperations } from '../core/session-service.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
-  MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
+  MemorySearchQuery, MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
 } from '../core/wire.js'
 import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
 import { Transport, transportError, type BurrowClientOptions, type ClientCallContext } from './transport.js'
@@ -79,7 +79,21 @@ export class BurrowClient implements SessionOperations {
   }
 
   searchMemory(q: MemorySearchQuery, ctx: ClientCallContext = {}): Promise<MemorySearchResult> {
-    return this.t.json(ctx, { method: 'GET', path: '/v1/memory/search', query: { q: q.q, limit: q.limit, session_id: q.session_id, scope: q.scope } })
+    return this.t.json(ctx, { method: 'GET', path: '/v1/memory/search', query: { q: q.q, limit: q.limit, session_id: q.session_id, scope: q.scope, ...metadataQuery(q.metadata) } })
+  }
+
+  /** A page of the tenant's memory entries, in insertion order (pass `next_cursor` as `cursor` for the next). */
+  listMemory(q: MemoryPageQuery = {}, ctx: ClientCallContext = {}): Promise<Page<MemoryItem>> {
+    return this.t.json(ctx, { method: 'GET', path: '/v1/memory', query: { limit: q.limit, cursor: q.cursor, session_id: q.session_id, ...metadataQuery(q.metadata) } })
+  }
+
+  /** One memory entry; throws `MEMORY_NOT_FOUND` for an id the tenant does not have. */
+  getMemory(id: string, ctx: ClientCallContext = {}): Promise<MemoryItem> {
+    return this.t.json(ctx, { method: 'GET', path: `/v1/memory/${seg(id)}` })
+  }
+
+  async deleteMemory(id: string, ctx: ClientCallContext = {}): Promise<void> {
+    await this.t.json(ctx, { method: 'DELETE', path: `/v1/memory/${seg(id)}` })
   }
 
   addMemory(entries: MemoryAdd, ctx: ClientCallContext = {}): Promise<MemoryAdded> {
@@ -146,4 +160,9 @@ export class BurrowClient implements SessionOperations {
     if (broken !== undefined) throw transportError(broken, 'POST', path, this.t.opts.timeoutMs)
     throw new BurrowError('INTERNAL', `The turn stream of ${path} ended before the turn did; its outcome is unknown.`, { transport: 'stream' })
   }
+}
+
+/** A metadata filter as the REST query parameters `metadata.KEY=VALUE`. */
+function metadataQuery(m: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(m ?? {}).map(([k, v]) => [`metadata.${k}`, v]))
 }

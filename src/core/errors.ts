@@ -46,6 +46,7 @@ export const ERROR_TABLE = {
     http: 503, rpc: -32022, exit: 22, title: 'Store unavailable',
     message: 'The store cannot make writes durable right now (disk full, I/O error or database down); reads still work. Retry later.',
   },
+  MEMORY_NOT_FOUND: { http: 404, rpc: -32023, exit: 23, title: 'Memory entry not found', message: 'Memory entry not found.' },
 } as const satisfies Record<string, ErrorRow>
 
 export interface ErrorRow {

@@ -15,6 +15,26 @@ export type NewMemoryEntry = Omit<MemoryEntry, 'id' | 'created_at'>
 
 export interface MemoryHit { entry: MemoryEntry; score: number }
 
+/** Entries whose metadata has every given KEY=VALUE pair (an empty or absent filter matches all). */
+export type MetadataFilter = Readonly<Record<string, string>>
+
+export function matchesMetadata(metadata: Readonly<Record<string, string>> | undefined, filter: MetadataFilter | undefined): boolean {
+  if (!filter) return true
+  for (const [k, v] of Object.entries(filter)) if (metadata?.[k] !== v) return false
+  return true
+}
+
+export interface MemoryListQuery {
+  /** `next_cursor` of the previous page (opaque; the store issued it). */
+  cursor?: string | undefined
+  limit: number
+  sessionId?: string | undefined
+  metadata?: MetadataFilter | undefined
+}
+
+/** A page of entries in insertion order (oldest first); `next_cursor` is null on the last page. */
+export interface MemoryPage { items: MemoryEntry[]; next_cursor: string | null }
+
 export interface MemoryQuery {
   tenant: string
   text: string
@@ -23,6 +43,8 @@ export interface MemoryQuery {
   sessionId?: string | undefined
   /** Ranking: both signals fused (default), or one alone (for evaluation). */
   mode?: 'hybrid' | 'vector' | 'keyword'
+  /** Only entries matching every pair; applied before ranking, so up to `limit` matching hits come back. */
+  metadata?: MetadataFilter | undefined
 }
 
 /**
@@ -44,6 +66,19 @@ export interface MemoryStore {
    */
   deleteSession(tenant: string, sessionId: string): Promise<number>
   count(tenant: string): Promise<number>
+  /** One entry of the tenant, or null (another tenant's id answers like an unknown one). */
+  get(tenant: string, id: string): Promise<MemoryEntry | null>
+  /**
+   * Removes one entry of the tenant (from every index: keyword, vector, session); returns
+   * whether it existed. Throws `STORE_UNAVAILABLE` when the removal cannot be made durable.
+   */
+  delete(tenant: string, id: string): Promise<boolean>
+  /**
+   * The tenant's entries in insertion order, a page at a time, optionally only one session's
+   * or those matching a metadata filter. A cursor this store did not issue is `INVALID_REQUEST`.
+   * Entries added while paging appear on later pages; none is repeated or skipped.
+   */
+  list(tenant: string, q: MemoryListQuery): Promise<MemoryPage>
   /**
    * Whether writes currently succeed, for readiness checks: false after a write failed
    * (disk full, I/O error — `add` and `deleteSession` then throw `STORE_UNAVAILABLE`), true

@@ -2,8 +2,8 @@ import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
-  MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView,
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
+  MemorySearchQuery, MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView,
   StartTurn, TurnResult,
 } from './wire.js'
 
@@ -86,6 +86,12 @@ export interface SessionOperations {
   listEvents(id: SessionId, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage>
   searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult>
   addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded>
+  /** The tenant's memory entries in insertion order, a page at a time (optionally one session's, or matching metadata). */
+  listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>>
+  /** One memory entry of the tenant; `MEMORY_NOT_FOUND` for an unknown id or another tenant's. */
+  getMemory(id: string, ctx: CallContext): Promise<MemoryItem>
+  /** Removes one memory entry of the tenant from every index; `MEMORY_NOT_FOUND` as `getMemory`. */
+  deleteMemory(id: string, ctx: CallContext): Promise<void>
   /** Session notes: a small key-value map pinned into every LLM call (oldest evicted past 200). */
   listNotes(id: SessionId, ctx: CallContext): Promise<SessionNote[]>
   putNote(id: SessionId, key: string, value: string, ctx: CallContext): Promise<SessionNote>

@@ -247,16 +247,24 @@ export const StreamControlSchema = Type.Object({
 
 export const StreamFrameSchema = Type.Union([EventEnvelopeSchema, StreamControlSchema])
 
-export const MemoryHitSchema = Type.Object({
-  content: Str(), score: Type.Number({ minimum: 0, maximum: 1 }), session_id: Type.Union([Str(), Type.Null()]),
-  turn: Type.Union([Int(), Type.Null()]), seq: Type.Union([Int(), Type.Null()]),
+/** A metadata filter: entries whose metadata has every KEY=VALUE pair (REST: `metadata.KEY=VALUE` query parameters). */
+export const METADATA_FILTER_KEY = '^[A-Za-z0-9_.:-]{1,64}$'
+export const METADATA_FILTER_VALUE_MAX = 256
+export const MetadataFilterSchema = Type.Record(Str({ pattern: METADATA_FILTER_KEY }), Str({ maxLength: METADATA_FILTER_VALUE_MAX }), {
+  additionalProperties: false, maxProperties: 16, description: 'Only entries whose metadata has every one of these KEY=VALUE pairs.',
 })
-export const MemorySearchQuerySchema = Type.Object({
+export const MemoryHitSchema = Type.Object({
+  id: Str({ description: 'The entry id (as `POST /v1/memory` returned it).' }),
+  content: Str(), score: Type.Number({ minimum: 0, maximum: 1 }), session_id: Type.Union([Str(), Type.Null()]),
+  turn: Type.Union([Int(), Type.Null()]), seq: Type.Union([Int(), Type.Null()]), metadata: Type.Record(Str(), Str()),
+})
+export const memorySearchParams = {
   q: Str({ minLength: 1, maxLength: 4096 }),
   limit: Type.Optional(Int({ minimum: 1, maximum: 20, default: 5 })),
   session_id: Type.Optional(Str({ format: 'uuid' })),
   scope: Type.Optional(Type.Union([Type.Literal('session'), Type.Literal('tenant')])),
-}, Strict)
+}
+export const MemorySearchQuerySchema = Type.Object({ ...memorySearchParams, metadata: Type.Optional(MetadataFilterSchema) }, Strict)
 export type MemorySearchQuery = Static<typeof MemorySearchQuerySchema>
 export const MemorySearchResultSchema = Type.Object({ results: Type.Array(MemoryHitSchema) })
 export type MemorySearchResult = Static<typeof MemorySearchResultSchema>
@@ -268,3 +276,16 @@ export const MemoryAddSchema = Type.Array(Type.Object({
 export type MemoryAdd = Static<typeof MemoryAddSchema>
 export const MemoryAddedSchema = Type.Object({ ids: Type.Array(Str()) })
 export type MemoryAdded = Static<typeof MemoryAddedSchema>
+export const MemoryItemSchema = Type.Object({
+  id: Str(), content: Str(), session_id: Type.Union([Str(), Type.Null()]), turn: Type.Union([Int(), Type.Null()]),
+  seq: Type.Union([Int(), Type.Null()]), created_at: Str({ format: 'date-time' }), metadata: Type.Record(Str(), Str()),
+})
+export type MemoryItem = Static<typeof MemoryItemSchema>
+export const MemoryItemPageSchema = pageSchema(MemoryItemSchema)
+export const memoryPageParams = {
+  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20 })),
+  cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
+  session_id: Type.Optional(Str({ format: 'uuid', description: "Only this session's entries." })),
+}
+export const MemoryPageQuerySchema = Type.Object({ ...memoryPageParams, metadata: Type.Optional(MetadataFilterSchema) }, Strict)
+export type MemoryPageQuery = Static<typeof MemoryPageQuerySchema>

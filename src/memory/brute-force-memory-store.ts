@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
-import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
+import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource, type Posting } from './bm25.js'
+import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { tokenize } from './text-features.js'
 
@@ -59,7 +60,10 @@ export class BruteForceMemoryStore implements MemoryStore {
     const t = this.tenants.get(q.tenant)
     if (!t || t.entries.size === 0) return []
     const mode = q.mode ?? 'hybrid'
-    const accept = (label: number) => !q.sessionId || t.entries.get(label)?.session_id === q.sessionId
+    const accept = (label: number) => {
+      const e = t.entries.get(label)
+      return (!q.sessionId || e?.session_id === q.sessionId) && matchesMetadata(e?.metadata, q.metadata)
+    }
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.embedder.embed([q.text])
@@ -94,14 +98,46 @@ export class BruteForceMemoryStore implements MemoryStore {
     let n = 0
     for (const [label, e] of [...t.entries]) {
       if (e.session_id !== sessionId) continue
-      t.entries.delete(label)
-      t.vectors.delete(label)
-      t.totalLength -= t.lengths.get(label) ?? 0
-      t.lengths.delete(label)
-      for (const p of t.postings.values()) p.delete(label)
+      this.remove(t, label)
       n++
     }
     return n
+  }
+
+  private remove(t: Tenant, label: number): void {
+    t.entries.delete(label)
+    t.vectors.delete(label)
+    t.totalLength -= t.lengths.get(label) ?? 0
+    t.lengths.delete(label)
+    for (const p of t.postings.values()) p.delete(label)
+  }
+
+  private labelOf(tenant: string, id: string): { t: Tenant; label: number } | null {
+    const t = this.tenants.get(tenant)
+    for (const [label, e] of t?.entries ?? []) if (e.id === id) return { t: t!, label }
+    return null
+  }
+
+  async get(tenant: string, id: string): Promise<MemoryEntry | null> {
+    const found = this.labelOf(tenant, id)
+    return found ? found.t.entries.get(found.label)! : null
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    const found = this.labelOf(tenant, id)
+    if (found) this.remove(found.t, found.label)
+    return found !== null
+  }
+
+  async list(tenant: string, q: MemoryListQuery): Promise<MemoryPage> {
+    const after = decodeMemoryCursor(q.cursor)
+    const out: { label: number; entry: MemoryEntry }[] = []
+    for (const [label, entry] of this.tenants.get(tenant)?.entries ?? []) {
+      if (out.length > q.limit) break
+      if (label <= after || (q.sessionId && entry.session_id !== q.sessionId) || !matchesMetadata(entry.metadata, q.metadata)) continue
+      out.push({ label, entry })
+    }
+    return memoryPage(out, q.limit)
   }
 
   async count(tenant: string): Promise<number> {

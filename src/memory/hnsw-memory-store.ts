@@ -4,11 +4,12 @@ import { join } from 'node:path'
 import { BurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
-import type { Embedder, MemoryEntry, MemoryHit, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
+import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
 import { termFrequencies } from './bm25.js'
 import { KeywordIndex } from './keyword-index.js'
 import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
-import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry } from './memory-db.js'
+import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
 import { tokenize } from './text-features.js'
@@ -141,15 +142,15 @@ export class HnswMemoryStore implements MemoryStore {
     if (!stats || stats.docs === 0) return []
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
+    const filtered = this.candidates(q)
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      vector = q.sessionId ? this.exact(q.tenant, q.sessionId, v!, want) : this.cache.nearest(q.tenant, v!, want)
+      vector = filtered ? this.exact(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want)
     }
     // After the embedder's await: read in one synchronous step with the keyword index.
-    const session = q.sessionId ? this.sessionLabels(q.tenant, q.sessionId) : undefined
     const keywords = this.keywordIndex(q.tenant)
-    const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, session && ((label) => session.has(label)))
+    const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
     const hits: MemoryHit[] = []
     for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined)) {
       const e = this.db.entries.get([q.tenant, r.label])
@@ -158,21 +159,31 @@ export class HnswMemoryStore implements MemoryStore {
     return hits
   }
 
-  /** Session scope: exact cosine over the session's own vectors (few, and filtered HNSW search degrades). */
-  private exact(tenant: string, sessionId: string, v: readonly number[], k: number): Ranked[] {
+  /**
+   * The labels a session scope or metadata filter admits (undefined: every entry). They are
+   * ranked exactly — filtered HNSW search degrades — so `limit` hits come back when enough match.
+   */
+  private candidates(q: { tenant: string; sessionId?: string | undefined; metadata?: MemoryQuery['metadata'] }): Set<number> | undefined {
+    const filter = q.metadata && Object.keys(q.metadata).length > 0 ? q.metadata : undefined
+    if (!q.sessionId && !filter) return undefined
+    const labels = new Set<number>()
+    const keep = (label: number, e = filter && this.db.entries.get([q.tenant, label])) => { if (!filter || (e && matchesMetadata(e.metadata, filter))) labels.add(label) }
+    if (q.sessionId) {
+      for (const key of this.db.bySession.getKeys({ start: [q.tenant, q.sessionId, 0], end: [q.tenant, q.sessionId, Infinity] })) keep(key[2] as number)
+    } else {
+      for (const { key, value } of this.db.entries.getRange({ start: [q.tenant, 0], end: [q.tenant, Infinity] })) keep(key[1], value)
+    }
+    return labels
+  }
+
+  /** Exact cosine over the given labels' vectors. */
+  private exact(tenant: string, labels: Iterable<number>, v: readonly number[], k: number): Ranked[] {
     const out: Ranked[] = []
-    for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
-      const label = key[2] as number
+    for (const label of labels) {
       const bytes = this.db.vectors.get([tenant, label])
       if (bytes) out.push({ label, score: cosine(v, fromBytes(bytes)) })
     }
     return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
-  }
-
-  private sessionLabels(tenant: string, sessionId: string): Set<number> {
-    const out = new Set<number>()
-    for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) out.add(key[2] as number)
-    return out
   }
 
   /** The tenant's keyword index: in memory, else built from its postings in LMDB. */
@@ -194,20 +205,10 @@ export class HnswMemoryStore implements MemoryStore {
       const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
       for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
         const label = key[2] as number
-        const e = this.db.entries.get([tenant, label])
-        if (e) {
-          const terms = new Set(tokenize(e.content))
-          for (const term of terms) this.db.postings.remove([tenant, term, label])
-          removed.push({ label, terms })
-          this.db.ids.remove(e.id)
-          stats.docs--
-          stats.totalLength -= e.len
-        }
-        this.db.entries.remove([tenant, label])
-        this.db.vectors.remove([tenant, label])
+        const terms = this.removeLabel(tenant, label, stats)
+        if (terms) removed.push({ label, terms })
         this.db.bySession.remove(key)
-        this.db.tombstones.put([tenant, label], 1)
-        out.push(label)
+        out.push(key[2] as number)
       }
       // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
       // an add racing the deletion) from bringing the session's memories back.
@@ -219,6 +220,76 @@ export class HnswMemoryStore implements MemoryStore {
     if (ix && !removed.every((r) => ix.remove(r.label, r.terms))) this.keywords.delete(tenant)
     this.cache.removed(tenant, labels)
     return labels.length
+  }
+
+  /**
+   * Removes one entry inside a write transaction: its postings, id, vector and session row,
+   * counted out of `stats` (the caller stores them); the label is tombstoned for the saved index.
+   */
+  private removeLabel(tenant: string, label: number, stats: TenantStats): Set<string> | undefined {
+    const e = this.db.entries.get([tenant, label])
+    let terms: Set<string> | undefined
+    if (e) {
+      terms = new Set(tokenize(e.content))
+      for (const term of terms) this.db.postings.remove([tenant, term, label])
+      this.db.ids.remove(e.id)
+      if (e.session_id) this.db.bySession.remove([tenant, e.session_id, label])
+      stats.docs--
+      stats.totalLength -= e.len
+    }
+    this.db.entries.remove([tenant, label])
+    this.db.vectors.remove([tenant, label])
+    this.db.tombstones.put([tenant, label], 1)
+    return terms
+  }
+
+  /** The entry's label when it is the tenant's (another tenant's id is as unknown as a made-up one). */
+  private labelOf(tenant: string, id: string): number | undefined {
+    const at = this.db.ids.get(id)
+    return at && at[0] === tenant ? at[1] : undefined
+  }
+
+  async get(tenant: string, id: string): Promise<MemoryEntry | null> {
+    const label = this.labelOf(tenant, id)
+    const e = label === undefined ? undefined : this.db.entries.get([tenant, label])
+    return e ? publicEntry(e) : null
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    this.assertOpen()
+    let terms: Set<string> | undefined
+    const label = await this.writes.run(() => this.db.entries.childTransaction(() => {
+      const l = this.labelOf(tenant, id)
+      if (l === undefined || this.db.entries.get([tenant, l]) === undefined) return undefined
+      const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+      terms = this.removeLabel(tenant, l, stats)
+      this.db.stats.put(tenant, stats)
+      return l
+    }), ENTRIES)
+    if (label === undefined) return false
+    // The keyword index follows the commit, as for adds; one that cannot is rebuilt from LMDB when next used.
+    const ix = this.keywords.get(tenant)
+    if (ix && !(terms && ix.remove(label, terms))) this.keywords.delete(tenant)
+    this.cache.removed(tenant, [label])
+    return true
+  }
+
+  async list(tenant: string, q: MemoryListQuery): Promise<MemoryPage> {
+    const after = decodeMemoryCursor(q.cursor)
+    const out: { label: number; entry: MemoryEntry }[] = []
+    const keep = (label: number, e: StoredEntry | undefined) => { if (e && matchesMetadata(e.metadata, q.metadata)) out.push({ label, entry: publicEntry(e) }) }
+    if (q.sessionId) {
+      for (const key of this.db.bySession.getKeys({ start: [tenant, q.sessionId, after + 1], end: [tenant, q.sessionId, Infinity] })) {
+        if (out.length > q.limit) break
+        keep(key[2] as number, this.db.entries.get([tenant, key[2] as number]))
+      }
+    } else {
+      for (const { key, value } of this.db.entries.getRange({ start: [tenant, after + 1], end: [tenant, Infinity] })) {
+        if (out.length > q.limit) break
+        keep(key[1], value)
+      }
+    }
+    return memoryPage(out, q.limit)
   }
 
   async count(tenant: string): Promise<number> {

@@ -11,8 +11,8 @@ import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { BuiltinTool } from '../core/tools.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery,
-  MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
+  MemorySearchQuery, MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
 } from '../core/wire.js'
 import type { Authenticator } from './authenticator.js'
 import { Cancellation } from './cancellation.js'
@@ -25,7 +25,7 @@ import type { CompactionController } from './compaction-controller.js'
 import { closeAbandonedTurn, closeOpenTurn, notesAccess, TurnRunner, type TurnStart } from './turn-runner.js'
 import { toCreated } from '../core/views.js'
 import { sessionConfig, turnStart } from './turn-requests.js'
-import { addMemory, searchMemory } from './memory-ops.js'
+import { TenantMemory } from './memory-ops.js'
 
 export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
 
@@ -235,20 +235,19 @@ export abstract class BaseSessionService implements SessionService {
     return start === null ? [] : this.hub.buffered(id, from).slice(0, limit) // no log (ephemeral): what the buffer has
   }
 
-  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
-    const tenant = this.authenticate(ctx)
-    return searchMemory(this.memoryStore(), tenant, q, (id) => this.session(tenant, id))
-  }
-
+  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> { return this.memory(ctx, (m) => m.search(q)) }
+  async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> { return this.memory(ctx, (m) => m.list(q)) }
+  async getMemory(id: string, ctx: CallContext): Promise<MemoryItem> { return this.memory(ctx, (m) => m.get(id)) }
+  async deleteMemory(id: string, ctx: CallContext): Promise<void> { return this.memory(ctx, (m) => m.delete(id)) }
   async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
-    const tenant = this.authenticate(ctx)
-    const store = this.memoryStore()
-    return this.idempotent(ctx, tenant, 'memory/add', null, entries, () => addMemory(store, tenant, entries, (id) => this.session(tenant, id)))
+    return this.memory(ctx, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
   }
 
-  private memoryStore(): MemoryStore {
+  /** The caller's tenant's memory operations (`MEMORY_STORE_DISABLED` without the capability). */
+  private async memory<T>(ctx: CallContext, run: (m: TenantMemory, tenant: string) => Promise<T>): Promise<T> {
+    const tenant = this.authenticate(ctx)
     if (!this.deps.memory || !this.deps.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
-    return this.deps.memory
+    return run(new TenantMemory(this.deps.memory, tenant, (id) => this.session(tenant, id)), tenant)
   }
 
   async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {

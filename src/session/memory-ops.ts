@@ -1,24 +1,57 @@
-import { invalidRequest } from '../core/errors.js'
-import type { MemoryStore } from '../core/memory-store.js'
-import type { MemoryAdd, MemoryAdded, MemorySearchQuery, MemorySearchResult } from '../core/wire.js'
+import { BurrowError, invalidRequest } from '../core/errors.js'
+import type { MemoryEntry, MemoryStore } from '../core/memory-store.js'
+import type { MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery, MemorySearchQuery, MemorySearchResult, Page } from '../core/wire.js'
 
 /** Any session id a memory request names must be one of the caller's (else SESSION_NOT_FOUND). */
 type Owned = (sessionId: string) => unknown
 
-/** `GET /v1/memory/search`: scoped to the caller's tenant, or to one of its sessions. */
-export async function searchMemory(store: MemoryStore, tenant: string, q: MemorySearchQuery, owned: Owned): Promise<MemorySearchResult> {
-  const scope = q.scope ?? 'tenant'
-  if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
-  if (q.session_id) await owned(q.session_id)
-  const hits = await store.search({ tenant, text: q.q, limit: q.limit ?? 5, ...(q.session_id ? { sessionId: q.session_id } : {}) })
-  return { results: hits.map((h) => ({ content: h.entry.content, score: h.score, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq })) }
+/**
+ * The memory operations of one tenant (what `/v1/memory` and its JSON-RPC, MCP and CLI
+ * counterparts do). Another tenant's entry id answers exactly like an unknown one.
+ */
+export class TenantMemory {
+  constructor(private readonly store: MemoryStore, private readonly tenant: string, private readonly owned: Owned) {}
+
+  /** `GET /v1/memory/search`: scoped to the caller's tenant, or to one of its sessions, optionally filtered by metadata. */
+  async search(q: MemorySearchQuery): Promise<MemorySearchResult> {
+    const scope = q.scope ?? 'tenant'
+    if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
+    if (q.session_id) await this.owned(q.session_id)
+    const hits = await this.store.search({
+      tenant: this.tenant, text: q.q, limit: q.limit ?? 5, ...(q.session_id ? { sessionId: q.session_id } : {}), ...(q.metadata ? { metadata: q.metadata } : {}),
+    })
+    return { results: hits.map((h) => ({ id: h.entry.id, content: h.entry.content, score: h.score, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq, metadata: h.entry.metadata ?? {} })) }
+  }
+
+  /** `POST /v1/memory`: documents or facts added directly, optionally tied to one of the caller's sessions. */
+  async add(entries: MemoryAdd): Promise<MemoryAdded> {
+    for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await this.owned(sid)
+    const added = await this.store.add(entries.map((e) => ({
+      tenant: this.tenant, content: e.content, session_id: e.session_id ?? null, turn: null, seq: null, ...(e.metadata ? { metadata: e.metadata } : {}),
+    })))
+    return { ids: added.map((a) => a.id) }
+  }
+
+  /** `GET /v1/memory`: the tenant's entries in insertion order, a page at a time. */
+  async list(q: MemoryPageQuery): Promise<Page<MemoryItem>> {
+    if (q.session_id) await this.owned(q.session_id)
+    const page = await this.store.list(this.tenant, {
+      limit: q.limit ?? 20, cursor: q.cursor, ...(q.session_id ? { sessionId: q.session_id } : {}), ...(q.metadata ? { metadata: q.metadata } : {}),
+    })
+    return { items: page.items.map(item), next_cursor: page.next_cursor }
+  }
+
+  async get(id: string): Promise<MemoryItem> {
+    const e = await this.store.get(this.tenant, id)
+    if (!e) throw new BurrowError('MEMORY_NOT_FOUND')
+    return item(e)
+  }
+
+  async delete(id: string): Promise<void> {
+    if (!(await this.store.delete(this.tenant, id))) throw new BurrowError('MEMORY_NOT_FOUND')
+  }
 }
 
-/** `POST /v1/memory`: documents or facts added directly, optionally tied to one of the caller's sessions. */
-export async function addMemory(store: MemoryStore, tenant: string, entries: MemoryAdd, owned: Owned): Promise<MemoryAdded> {
-  for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await owned(sid)
-  const added = await store.add(entries.map((e) => ({
-    tenant, content: e.content, session_id: e.session_id ?? null, turn: null, seq: null, ...(e.metadata ? { metadata: e.metadata } : {}),
-  })))
-  return { ids: added.map((a) => a.id) }
+function item(e: MemoryEntry): MemoryItem {
+  return { id: e.id, content: e.content, session_id: e.session_id, turn: e.turn, seq: e.seq, created_at: e.created_at, metadata: e.metadata ?? {} }
 }

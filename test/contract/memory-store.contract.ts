@@ -130,6 +130,96 @@ export function memoryStoreContract(t: Test, factory: MemoryFactory): void {
     t.equal(await store.count('acme'), 1)
   })
 
+  // ---- managing entries: get, delete, list, metadata filters ----------------------------
+
+  withStore('get returns an entry of the tenant; another tenant\'s id answers like an unknown one', async (t, store) => {
+    const [a, g] = await store.add([entry('Acme keeps its spare keys in drawer four.', { metadata: { kind: 'fact' } }), entry('Globex keys.', { tenant: 'globex' })])
+    t.match(await store.get('acme', a!.id), { id: a!.id, tenant: 'acme', content: /drawer four/, session_id: S1, turn: 1, seq: 2, metadata: { kind: 'fact' } })
+    t.equal(await store.get('acme', g!.id), null, "globex's entry is not acme's")
+    t.equal(await store.get('acme', '01900000-0000-7000-8000-00000000dead'), null)
+    t.equal(await store.delete('acme', g!.id), false, "acme cannot delete globex's entry")
+    t.ok(await store.get('globex', g!.id), 'and it is still there')
+  })
+
+  withStore('delete removes one entry from every index, and only that one', async (t, store) => {
+    const added = await store.add([
+      entry('The orange forklift is parked in bay seven.', { session_id: S1 }),
+      entry('The orange forklift battery is charged overnight.', { session_id: S2 }),
+      entry('Bay seven is also where the pallets are stacked.', { session_id: null }),
+    ])
+    t.equal(await store.delete('acme', added[0]!.id), true)
+    t.equal(await store.delete('acme', added[0]!.id), false, 'a second delete finds nothing')
+    t.equal(await store.get('acme', added[0]!.id), null)
+    t.equal(await store.count('acme'), 2)
+    for (const mode of ['hybrid', 'vector', 'keyword'] as const) {
+      const hits = await store.search({ tenant: 'acme', text: 'orange forklift bay seven', limit: 10, mode })
+      t.notOk(hits.some((h) => h.entry.id === added[0]!.id), `${mode}: the deleted entry is not found`)
+    }
+    t.same((await store.search({ tenant: 'acme', text: 'orange forklift', limit: 10, sessionId: S1 })), [], 'nor in its session scope')
+    t.same((await store.list('acme', { limit: 10, sessionId: S1 })).items, [], 'nor in its session list')
+    t.equal(await store.deleteSession('acme', S2), 1, 'the session count excludes what was deleted alone')
+    t.equal(await store.count('acme'), 1)
+  })
+
+  withStore('list pages through the tenant\'s entries in insertion order, with no duplicate or gap', async (t, store) => {
+    const added = await store.add(Array.from({ length: 11 }, (_, i) => entry(`numbered note ${i}`, { session_id: i % 2 ? S2 : S1, metadata: { parity: i % 2 ? 'odd' : 'even', n: String(i) } })))
+    await store.add([entry('not acme', { tenant: 'globex' })])
+    const seen: string[] = []
+    let cursor: string | undefined
+    let pages = 0
+    do {
+      const page = await store.list('acme', { limit: 4, ...(cursor ? { cursor } : {}) })
+      t.ok(page.items.length <= 4)
+      seen.push(...page.items.map((e) => e.id))
+      cursor = page.next_cursor ?? undefined
+      pages++
+    } while (cursor)
+    t.equal(pages, 3)
+    t.same(seen, added.map((e) => e.id), 'every entry once, in insertion order')
+    const odd = await store.list('acme', { limit: 100, metadata: { parity: 'odd' } })
+    t.same(odd.items.map((e) => e.metadata?.n), ['1', '3', '5', '7', '9'])
+    t.equal(odd.next_cursor, null)
+    t.same((await store.list('acme', { limit: 100, metadata: { parity: 'odd', n: '3' } })).items.map((e) => e.metadata?.n), ['3'], 'every pair must match')
+    t.same((await store.list('acme', { limit: 100, metadata: { parity: 'odd', n: '4' } })).items, [])
+    const s1 = await store.list('acme', { limit: 2, sessionId: S1 })
+    t.same(s1.items.map((e) => e.metadata?.n), ['0', '2'])
+    const s1next = await store.list('acme', { limit: 10, sessionId: S1, cursor: s1.next_cursor! })
+    t.same(s1next.items.map((e) => e.metadata?.n), ['4', '6', '8', '10'])
+    t.same((await store.list('acme', { limit: 10, sessionId: S1, metadata: { parity: 'odd' } })).items, [])
+    t.same((await store.list('initech', { limit: 10 })), { items: [], next_cursor: null })
+    await t.rejects(store.list('acme', { limit: 10, cursor: 'not-a-cursor' }), { code: 'INVALID_REQUEST' })
+  })
+
+  withStore('a metadata filter applies before ranking: limit hits come back when enough match', async (t, store) => {
+    await store.add([
+      ...Array.from({ length: 40 }, (_, i) => entry(`Conference room booking number ${i} for the design review.`, { metadata: { team: 'design' } })),
+      ...Array.from({ length: 3 }, (_, i) => entry(`Kitchen rota entry ${i}: dishwasher duty.`, { metadata: { team: 'ops', shift: i === 0 ? 'early' : 'late' } })),
+    ])
+    for (const mode of ['hybrid', 'vector', 'keyword'] as const) {
+      const hits = await store.search({ tenant: 'acme', text: 'conference room booking design review', limit: 3, mode, metadata: { team: 'ops' } })
+      // No ops entry shares a word with the query: keyword ranking alone finds none of them.
+      if (mode !== 'keyword') t.equal(hits.length, 3, `${mode}: as many hits as asked for, though 40 others rank higher`)
+      t.ok(hits.every((h) => h.entry.metadata?.team === 'ops'), `${mode}: only matching entries`)
+      const both = await store.search({ tenant: 'acme', text: 'kitchen dishwasher', limit: 10, mode, metadata: { team: 'ops', shift: 'late' } })
+      t.ok(both.length > 0 && both.every((h) => h.entry.metadata?.shift === 'late'), `${mode}: every pair must match`)
+    }
+    t.same(await store.search({ tenant: 'acme', text: 'kitchen', limit: 5, metadata: { team: 'sales' } }), [])
+    const hit = (await store.search({ tenant: 'acme', text: 'kitchen dishwasher', limit: 1, metadata: { shift: 'early' } }))[0]
+    t.match(hit?.entry, { id: String, metadata: { team: 'ops', shift: 'early' } }, 'hits carry the id and metadata')
+  })
+
+  withStore('a deleted entry stays deleted after reopening', async (t, store, ctx) => {
+    if (!ctx.reopen) { t.pass('in-memory reference: nothing to reopen'); return }
+    const [a, b] = await store.add([entry('The vault combination is 31-7-22.'), entry('The vault is in the basement.')])
+    t.equal(await store.delete('acme', a!.id), true)
+    await store.close()
+    const again = await ctx.reopen()
+    t.equal(await again.get('acme', a!.id), null)
+    t.ok(await again.get('acme', b!.id))
+    t.notOk((await again.search({ tenant: 'acme', text: 'vault combination', limit: 5 })).some((h) => h.entry.id === a!.id))
+    t.equal(await again.count('acme'), 1)
+  })
+
   withStore('healthy while writes succeed', async (t, store) => {
     t.equal(store.healthy(), true)
     await store.add([entry('Anything at all.')])

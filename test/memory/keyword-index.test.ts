@@ -101,7 +101,7 @@ t.test('add() refuses a label out of order; remove() one not covered', async (t)
 const embedder = new HashedEmbedder()
 const WORDS = ['invoice', 'deploy', 'rollback', 'Helga', 'refund', 'INV-2024-0042', 'v2.3.1', 'cache', 'latency', 'customer', 'export', '数据库', 'ünïcode', '🚀launch']
 
-t.test('store: adds and session deletions keep the in-memory index equal to a rebuild from LMDB, and search equal to the LMDB reference', async (t) => {
+t.test('store: adds, session deletions and entry deletions keep the in-memory index equal to a rebuild from LMDB, and search equal to the LMDB reference', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-kw-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
@@ -116,9 +116,11 @@ t.test('store: adds and session deletions keep the in-memory index equal to a re
   const kept = new Map<string, KeywordIndex>()
   for (let round = 0; round < 12; round++) {
     // Concurrent adds, two to each tenant, in sessions.
-    await Promise.all([...tenants, ...tenants].map((tenant) => store.add(Array.from({ length: 5 + rnd(20) }, () => ({
+    const added = await Promise.all([...tenants, ...tenants].map((tenant) => store.add(Array.from({ length: 5 + rnd(20) }, () => ({
       tenant, content: text(), session_id: `s${round}-${rnd(3)}`, turn: null, seq: null,
     })))))
+    // Single entries deleted by id too (the management API's path).
+    if (round % 3 === 2) for (const batch of added) t.equal(await store.delete(batch[0]!.tenant, batch[rnd(batch.length)]!.id), true)
     if (round === 2) for (const tenant of tenants) kept.set(tenant, store.keywordIndex(tenant)) // loaded from here on: kept current
     if (round % 3 === 1) await Promise.all(tenants.map((tenant) => store.deleteSession(tenant, `s${round - 1}-${rnd(3)}`)))
     if (round < 2) continue

@@ -118,8 +118,19 @@ export function cliSurface(to: CliTarget, name = 'cli'): CliSurface {
         ...(q.limit !== undefined ? ['--limit', String(q.limit)] : []),
         ...(q.scope !== undefined ? ['--scope', String(q.scope)] : []),
         ...(q.session_id !== undefined ? ['--session', String(q.session_id)] : []),
+        ...(q.metadata !== undefined ? ['--metadata', JSON.stringify(q.metadata)] : []),
       ]
       return jsonOutcome(await exec(['memory', 'search', '--json', ...opts, String(q.q)]))
+    },
+    async memory(op, q) {
+      if (op !== 'list') return jsonOutcome(await exec(['memory', op, String(q.id), '--json']))
+      const opts = [
+        ...(q.limit !== undefined ? ['--limit', String(q.limit)] : []),
+        ...(q.cursor !== undefined ? ['--cursor', String(q.cursor)] : []),
+        ...(q.session_id !== undefined ? ['--session', String(q.session_id)] : []),
+        ...(q.metadata !== undefined ? ['--metadata', JSON.stringify(q.metadata)] : []),
+      ]
+      return jsonOutcome(await exec(['memory', 'list', '--json', ...opts]))
     },
     async close() {},
   }

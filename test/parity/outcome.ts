@@ -59,7 +59,7 @@ export const norm = {
   turn: (seqs: boolean) => (v: any) => omit(v, seqs ? ['session_id'] : ['session_id', 'first_seq', 'last_seq']),
   view: (seqs: boolean) => (v: any) => omit(v, seqs ? ['session_id', 'created_at', 'updated_at'] : ['session_id', 'created_at', 'updated_at', 'last_seq']),
   archived: (v: any) => omit(v, ['session_id']),
-  hits: (v: any) => ({ results: (v?.results ?? []).map((h: any) => omit(h, ['session_id', 'seq'])) }),
+  hits: (v: any) => ({ results: (v?.results ?? []).map((h: any) => omit(h, ['id', 'session_id', 'seq'])) }),
   same: (v: any) => v,
 }
 

@@ -222,6 +222,31 @@ for (const b of BUILDS) {
       agree(t, 'memory search in an unknown session', await each(surfaces, (s) => s.search({ q: 'x', session_id: UNKNOWN })), { code: 'SESSION_NOT_FOUND' })
     })
 
+    await t.test('memory management', async (t) => {
+      if (!b.memory) {
+        for (const [op, q] of [['list', {}], ['get', { id: UNKNOWN }], ['delete', { id: UNKNOWN }]] as const) {
+          agree(t, `memory ${op}`, await each(surfaces, (s) => s.memory(op, q)), { code: 'MEMORY_STORE_DISABLED' })
+        }
+        return
+      }
+      const meta = { suite: 'parity-manage' }
+      const added = await h.api.post('/v1/memory', [{ content: 'Kept: the signal flag is blue.', metadata: meta },
+        ...surfaces.map((s) => ({ content: `Dropped by ${s.name}: the signal flag is green.`, metadata: { ...meta, by: s.name } }))])
+      const [kept, ...own] = added.body.ids as string[]
+      const all = agree(t, 'memory list (metadata filter)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 100 })))
+      t.same(all.items.map((e: any) => e.id), added.body.ids)
+      const page = agree(t, 'memory list (a page)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 2 })))
+      t.ok(page.next_cursor)
+      agree(t, 'memory list (next page)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 2, cursor: page.next_cursor })))
+      t.match(agree(t, 'memory get', await each(surfaces, (s) => s.memory('get', { id: kept }))), { id: kept, metadata: meta })
+      agree(t, 'memory get (unknown)', await each(surfaces, (s) => s.memory('get', { id: UNKNOWN })), { code: 'MEMORY_NOT_FOUND' })
+      agree(t, 'memory delete (unknown)', await each(surfaces, (s) => s.memory('delete', { id: UNKNOWN })), { code: 'MEMORY_NOT_FOUND' })
+      for (const [i, s] of surfaces.entries()) t.same(await s.memory('delete', { id: own[i] }), { ok: true, value: { id: own[i], deleted: true } }, `${s.name}: delete`)
+      t.same(agree(t, 'memory list after deletes', await each(surfaces, (s) => s.memory('list', { metadata: meta }))).items.map((e: any) => e.id), [kept])
+      const hits = agree(t, 'memory search (metadata filter)', await each(surfaces, (s) => s.search({ q: 'signal flag', metadata: meta })))
+      t.same(hits.results.map((r: any) => r.id), [kept])
+    })
+
     if (b.store && b.compaction) {
       await t.test('the CLI in-process on a data dir answers as over --url', async (t) => {
         const dataDir = await mkdtemp(join(tmpdir(), 'burrow-parity-cli-'))

@@ -37,6 +37,8 @@ export interface Surface {
   list(q: { limit: number }): Promise<Outcome>
   archive(id: string): Promise<Outcome>
   search(q: Params): Promise<Outcome>
+  /** Memory management: `list` takes the list query, `get` and `delete` take `{ id }`. */
+  memory(op: 'list' | 'get' | 'delete', q: Params): Promise<Outcome>
   close(): Promise<void>
 }
 
@@ -48,7 +50,8 @@ async function createThenTurn(s: Pick<Surface, 'turn'>, create: () => Promise<Ou
   return { created, first: await s.turn(id, input), id }
 }
 
-const query = (q: Params) => new URLSearchParams(Object.entries(q).map(([k, v]): [string, string] => [k, String(v)])).toString()
+const query = (q: Params) => new URLSearchParams(Object.entries(q).flatMap(([k, v]): Array<[string, string]> =>
+  k === 'metadata' ? Object.entries(v as Record<string, string>).map(([mk, mv]) => [`metadata.${mk}`, mv]) : [[k, String(v)]])).toString()
 
 // ---- REST -----------------------------------------------------------------------------
 
@@ -103,6 +106,12 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
     list: async (q) => rest(await api.get(`/v1/sessions?${query(q)}`)),
     archive: async (id) => rest(await api.post(`/v1/sessions/${id}/archive`)),
     search: async (q) => rest(await api.get(`/v1/memory/search?${query(q)}`)),
+    async memory(op, q) {
+      if (op === 'list') return rest(await api.get(`/v1/memory?${query(q)}`))
+      if (op === 'get') return rest(await api.get(`/v1/memory/${q.id}`))
+      const r = rest(await api.delete(`/v1/memory/${q.id}`), 204)
+      return r.ok ? { ok: true, value: { id: q.id, deleted: true } } : r
+    },
     async close() {},
   }
   return s
@@ -140,6 +149,7 @@ function rpcSurface(name: string, call: (method: string, params: Params) => Prom
     list: async (q) => rpcOutcome(await call('session/list', q)),
     archive: async (id) => rpcOutcome(await call('session/archive', { session_id: id })),
     search: async (q) => rpcOutcome(await call('memory/search', q)),
+    memory: async (op, q) => rpcOutcome(await call(`memory/${op}`, q)),
     close,
   }
   return s
@@ -239,6 +249,7 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
     list: async (q) => mcpOutcome(await tool('session_list', q)),
     archive: async (id) => mcpOutcome(await tool('session_archive', { session_id: id })),
     search: async (q) => mcpOutcome(await tool('memory_search', q)),
+    memory: async (op, q) => mcpOutcome(await tool(`memory_${op}`, q)),
     close: () => client.close(),
   }
   return s

@@ -36,6 +36,7 @@ const OPTIONS = {
   cursor: { type: 'string' },
   session: { type: 'string' },
   scope: { type: 'string' },
+  metadata: { type: 'string' },
 } as const
 
 /** Which options each command takes (the global ones are always allowed). */
@@ -47,7 +48,10 @@ const COMMANDS: Record<string, { args: [min: number, max: number]; opts: string[
   'sessions show': { args: [1, 1], opts: [], usage: 'burrow sessions show <session-id>' },
   'sessions archive': { args: [1, 1], opts: [], usage: 'burrow sessions archive <session-id>' },
   'sessions delete': { args: [1, 1], opts: [], usage: 'burrow sessions delete <session-id>' },
-  'memory search': { args: [1, 1], opts: ['session', 'scope', 'limit'], usage: 'burrow memory search [--session ID] [--scope session|tenant] [--limit N] "query"' },
+  'memory search': { args: [1, 1], opts: ['session', 'scope', 'limit', 'metadata'], usage: 'burrow memory search [--session ID] [--scope session|tenant] [--limit N] [--metadata JSON] "query"' },
+  'memory list': { args: [0, 0], opts: ['session', 'limit', 'cursor', 'metadata'], usage: 'burrow memory list [--session ID] [--limit N] [--cursor C] [--metadata JSON]' },
+  'memory get': { args: [1, 1], opts: [], usage: 'burrow memory get <entry-id>' },
+  'memory delete': { args: [1, 1], opts: [], usage: 'burrow memory delete <entry-id>' },
   rpc: { args: [0, 0], opts: [], usage: 'burrow rpc            (JSON-RPC 2.0 on stdin/stdout, one message per line)' },
   mcp: { args: [0, 0], opts: [], usage: 'burrow mcp            (MCP server on stdin/stdout)' },
 }

@@ -1,6 +1,6 @@
 import type { EventEnvelope } from '../../core/events.js'
 import { type ContentBlock, type Message, textOf } from '../../core/messages.js'
-import type { MemorySearchResult, Page, SessionSummary, SessionView, TurnResult } from '../../core/wire.js'
+import type { MemoryItem, MemorySearchResult, Page, SessionSummary, SessionView, TurnResult } from '../../core/wire.js'
 
 /** Human output of the CLI. Machine output (`--json`) is the service's results as they are. */
 
@@ -48,10 +48,27 @@ function blockText(b: ContentBlock): string {
 
 export function memoryText(r: MemorySearchResult): string {
   if (r.results.length === 0) return 'No results.\n'
-  return `${r.results.map((h) => {
-    const where = h.session_id ? `session ${h.session_id}${h.turn !== null ? `, turn ${h.turn}` : ''}` : 'tenant memory'
-    return `${h.score.toFixed(3)}  ${where}\n       ${oneLine(h.content, 400)}`
-  }).join('\n')}\n`
+  return `${r.results.map((h) => `${h.score.toFixed(3)}  ${h.id}  ${where(h)}${metaText(h.metadata)}\n       ${oneLine(h.content, 400)}`).join('\n')}\n`
+}
+
+export function memoryTable(p: Page<MemoryItem>): string {
+  const rows = p.items.map((e) => `${e.id}  ${where(e)}${metaText(e.metadata)}\n    ${oneLine(e.content, 200)}`)
+  if (p.items.length === 0) rows.push('No entries.')
+  if (p.next_cursor) rows.push(`next: --cursor ${p.next_cursor}`)
+  return `${rows.join('\n')}\n`
+}
+
+export function memoryItemText(e: MemoryItem): string {
+  return `${e.id}  ${where(e)}  ${e.created_at}${metaText(e.metadata)}\n${e.content}\n`
+}
+
+function where(h: { session_id: string | null; turn: number | null }): string {
+  return h.session_id ? `session ${h.session_id}${h.turn !== null ? `, turn ${h.turn}` : ''}` : 'tenant memory'
+}
+
+function metaText(m: Record<string, string>): string {
+  const pairs = Object.entries(m).map(([k, v]) => `${k}=${v}`)
+  return pairs.length > 0 ? `  [${pairs.join(' ')}]` : ''
 }
 
 /**

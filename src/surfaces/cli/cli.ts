@@ -3,12 +3,12 @@ import type { Readable, Writable } from 'node:stream'
 import { BurrowError, ERROR_TABLE } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
-import type { MemorySearchResult, Page, SessionSummary, SessionView, TurnResult } from '../../core/wire.js'
+import type { MemoryItem, MemorySearchResult, Page, SessionSummary, SessionView, TurnResult } from '../../core/wire.js'
 import { runMcpStdio } from '../mcp/mcp-stdio.js'
 import { invoke } from '../rpc/rpc-dispatcher.js'
 import { runRpcStdio } from '../rpc/rpc-stdio.js'
 import { intOption, jsonOption, parseCli, USAGE, type CliArgs } from './cli-args.js'
-import { eventNotice, memoryText, sessionTable, sessionText, turnFooter } from './cli-format.js'
+import { eventNotice, memoryItemText, memoryTable, memoryText, sessionTable, sessionText, turnFooter } from './cli-format.js'
 
 export interface CliIo { stdin: Readable; stdout: Writable; stderr: Writable }
 
@@ -114,9 +114,25 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
       return
     }
     case 'memory search': {
-      const q = dropUndefined({ q: a0, session_id: cli.opts.session, scope: cli.opts.scope, limit: intOption(cli.opts, 'limit') })
+      const q = dropUndefined({ q: a0, session_id: cli.opts.session, scope: cli.opts.scope, limit: intOption(cli.opts, 'limit'), metadata: jsonOption(cli.opts, 'metadata') })
       const r = await invoke(ops, 'memory/search', q, ctx()) as MemorySearchResult
       out(r, () => memoryText(r))
+      return
+    }
+    case 'memory list': {
+      const q = dropUndefined({ session_id: cli.opts.session, limit: intOption(cli.opts, 'limit'), cursor: cli.opts.cursor, metadata: jsonOption(cli.opts, 'metadata') })
+      const p = await invoke(ops, 'memory/list', q, ctx()) as Page<MemoryItem>
+      out(p, () => memoryTable(p))
+      return
+    }
+    case 'memory get': {
+      const e = await invoke(ops, 'memory/get', { id: a0 }, ctx()) as MemoryItem
+      out(e, () => memoryItemText(e))
+      return
+    }
+    case 'memory delete': {
+      const r = await invoke(ops, 'memory/delete', { id: a0 }, ctx())
+      out(r, () => `Deleted memory entry ${a0}.\n`)
       return
     }
     case 'rpc':

@@ -12,6 +12,10 @@ const SessionId = z.guid().describe('Session id (UUIDv7), as returned by session
 const Metadata = z.record(z.string().max(128), z.string().max(4096))
   .refine((m) => Object.keys(m).length <= 64, 'must have at most 64 entries')
 
+const MetadataFilter = z.record(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/), z.string().max(256))
+  .refine((m) => Object.keys(m).length <= 16, 'must have at most 16 entries')
+  .describe('Only entries whose metadata has every one of these KEY: VALUE pairs.')
+
 const Compaction = z.strictObject({
   auto_compact_threshold: z.int().min(1).optional().describe('Compact when the history reaches this many tokens.'),
   recent_turn_budget: z.int().min(0).optional().describe('Complete recent turns kept verbatim after compaction.'),
@@ -75,7 +79,17 @@ export const MemorySearchInput = z.strictObject({
   limit: z.int().min(1).max(20).optional().describe('Number of hits (default 5).'),
   session_id: SessionId.optional().describe('Restrict to this session (required with scope "session").'),
   scope: z.enum(['session', 'tenant']).optional().describe('"tenant" (default): all your sessions; "session": session_id only.'),
+  metadata: MetadataFilter.optional(),
 })
+
+export const MemoryListInput = z.strictObject({
+  limit: z.int().min(1).max(100).optional().describe('Page size (default 20).'),
+  cursor: z.string().max(512).optional().describe('next_cursor of the previous page.'),
+  session_id: SessionId.optional().describe("Only this session's entries."),
+  metadata: MetadataFilter.optional(),
+})
+
+export const MemoryIdInput = z.strictObject({ id: z.guid().describe('Memory entry id (from memory_search, memory_list or the add result).') })
 
 export const EmptyInput = z.strictObject({})
 

@@ -18,7 +18,7 @@ import type { CallContext, SessionOperations } from '../../core/session-service.
 import type { TurnResult } from '../../core/wire.js'
 import { assertJsonDepth } from '../json-depth.js'
 import {
-  CreateSessionInput, EmptyInput, invalidArguments, jsonSchemaOf, ListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
+  CreateSessionInput, EmptyInput, invalidArguments, jsonSchemaOf, ListInput, MemoryIdInput, MemoryListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
 } from './mcp-schemas.js'
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
@@ -128,12 +128,40 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     memory_search: tool({
       description: 'Search semantic memory (history that compaction moved out of sessions, and added entries) across your ' +
-        'sessions or within one. Returns hits with content, score (0..1), session_id, turn and seq. Needs the memory store.',
+        'sessions or within one, optionally only entries with given metadata. Returns hits with id, content, score (0..1), ' +
+        'session_id, turn, seq and metadata. Needs the memory store.',
       schema: MemorySearchInput, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const r = await service.searchMemory(a, ctx)
         const lines = r.results.map((h) => `[${h.score.toFixed(2)}] ${h.content.length > 200 ? `${h.content.slice(0, 200)}…` : h.content}`)
         return { result: r, text: [`${r.results.length} hit(s).`, ...lines].join('\n') }
+      },
+    }),
+    memory_list: tool({
+      description: 'List your memory entries in insertion order, a page at a time (pass next_cursor as cursor), optionally ' +
+        "one session's or those with given metadata. Needs the memory store.",
+      schema: MemoryListInput, annotations: { readOnlyHint: true },
+      run: async (a, ctx) => {
+        const p = await service.listMemory(a, ctx)
+        const lines = p.items.map((e) => `${e.id} ${e.content.length > 80 ? `${e.content.slice(0, 80)}…` : e.content}`)
+        if (p.next_cursor) lines.push(`next_cursor: ${p.next_cursor}`)
+        return { result: p, text: [`${p.items.length} entr${p.items.length === 1 ? 'y' : 'ies'}.`, ...lines].join('\n') }
+      },
+    }),
+    memory_get: tool({
+      description: 'Read one memory entry by id (error[MEMORY_NOT_FOUND] when you have none with it). Needs the memory store.',
+      schema: MemoryIdInput, annotations: { readOnlyHint: true },
+      run: async (a, ctx) => {
+        const e = await service.getMemory(a.id, ctx)
+        return { result: e, text: e.content }
+      },
+    }),
+    memory_delete: tool({
+      description: 'Delete one memory entry by id: it is no longer found by search or listed. Needs the memory store.',
+      schema: MemoryIdInput, annotations: { destructiveHint: true, idempotentHint: false },
+      run: async (a, ctx) => {
+        await service.deleteMemory(a.id, ctx)
+        return { result: { id: a.id, deleted: true }, text: `Deleted memory entry ${a.id}.` }
       },
     }),
     capabilities_get: tool({

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from 'typebox'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import {
-  CreateSessionSchema, MemoryAddSchema, MemorySearchQuerySchema, NoteKeySchema, SessionQuerySchema, StartTurnSchema,
+  CreateSessionSchema, MemoryAddSchema, MemoryPageQuerySchema, MemorySearchQuerySchema, NoteKeySchema, SessionQuerySchema, StartTurnSchema,
 } from '../../core/wire.js'
 
 const Strict = { additionalProperties: false } as const
@@ -9,6 +9,7 @@ const SessionId = Type.String({ format: 'uuid' })
 const IdempotencyKey = Type.Optional(Type.String({ minLength: 1, maxLength: 255 }))
 const TurnParams = Type.Object({ session_id: SessionId, ...StartTurnSchema.properties, idempotency_key: IdempotencyKey }, Strict)
 const SessionOnly = Type.Object({ session_id: SessionId }, Strict)
+const MemoryIdOnly = Type.Object({ id: Type.String({ format: 'uuid' }) }, Strict)
 const SessionKeyed = Type.Object({ session_id: SessionId, idempotency_key: IdempotencyKey }, Strict)
 
 /** One JSON-RPC method: its params schema and how it calls the service. */
@@ -52,6 +53,12 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
   'memory/add': {
     params: Type.Object({ entries: MemoryAddSchema, idempotency_key: IdempotencyKey }, Strict),
     run: (ops, p, ctx) => ops.addMemory(p.entries, ctx),
+  },
+  'memory/list': { params: MemoryPageQuerySchema, run: (ops, p, ctx) => ops.listMemory(p, ctx) },
+  'memory/get': { params: MemoryIdOnly, run: (ops, p, ctx) => ops.getMemory(p.id, ctx) },
+  'memory/delete': {
+    params: MemoryIdOnly,
+    run: async (ops, p, ctx) => { await ops.deleteMemory(p.id, ctx); return { id: p.id, deleted: true } },
   },
   'notes/list': { params: SessionOnly, run: async (ops, p, ctx) => ({ notes: await ops.listNotes(p.session_id, ctx) }) },
   'notes/put': {

@@ -84,7 +84,7 @@ t.test('in-process on the data dir: run, resume with compaction, sessions, memor
 
   const hits = await cli(['memory', 'search', 'launch code PELICAN'], env)
   t.equal(hits.code, 0, hits.err)
-  t.match(hits.out, /^\d\.\d{3}  session [0-9a-f-]{36}, turn 1\n +The launch code is PELICAN-42\.\n/, 'what compaction discarded is searchable')
+  t.match(hits.out, /^\d\.\d{3}  [0-9a-f-]{36}  session [0-9a-f-]{36}, turn 1\n +The launch code is PELICAN-42\.\n/, 'what compaction discarded is searchable')
   const scoped = json(await cli(['--json', 'memory', 'search', '--session', id!, '--scope', 'session', '--limit', '2', 'PELICAN'], env))
   t.equal(scoped.results.length, 2)
   t.ok(scoped.results.every((h: any) => h.session_id === id))

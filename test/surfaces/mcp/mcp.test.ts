@@ -17,7 +17,7 @@ import { restApi, type RestMetrics } from '../../../src/surfaces/rest/rest-api.j
 import { runMcpStdio } from '../../../src/surfaces/mcp/mcp-stdio.js'
 import { eventually, MODES, startBurrow, type Harness } from '../../helpers/harness.js'
 
-const TOOLS = ['capabilities_get', 'memory_search', 'session_archive', 'session_create', 'session_list', 'session_read', 'session_resume', 'turn_run']
+const TOOLS = ['capabilities_get', 'memory_delete', 'memory_get', 'memory_list', 'memory_search', 'session_archive', 'session_create', 'session_list', 'session_read', 'session_resume', 'turn_run']
 const WEATHER = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }
 
 /** Our MCP routes on a fastify instance of their own, over the harness's real service. */

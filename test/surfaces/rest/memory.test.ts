@@ -333,3 +333,113 @@ t.test('an embeddings endpoint that does not answer fails start-up clearly', asy
   t.match((err as Error).message, /embeddings endpoint http:\/\/127\.0\.0\.1:9\/v1 .* did not answer/)
   t.throws(() => loadConfig({ BURROW_EMBEDDINGS_URL: 'http://x/v1' }), /BURROW_EMBEDDINGS_MODEL/)
 })
+
+t.test('managing memory over REST: ids and metadata on hits, filters, paging, get, delete', async (t) => {
+  const h = await startBurrow({ ...MEM, BURROW_API_KEYS: 'ka:alpha,kb:beta' })
+  t.teardown(() => h.close())
+  const alpha = new Api(h.url, 'ka')
+  const beta = new Api(h.url, 'kb')
+  const sid = await alpha.createSession()
+  const docs = Array.from({ length: 9 }, (_, i) => ({
+    content: `Runbook step ${i}: restart the ingest worker and check the queue depth.`,
+    metadata: { source: i % 3 === 0 ? 'wiki' : 'runbook', 'doc.part': String(i) },
+    ...(i < 4 ? { session_id: sid } : {}),
+  }))
+  const added = await alpha.post('/v1/memory', docs)
+  t.equal(added.status, 201)
+  const ids: string[] = added.body.ids
+
+  const hits = await alpha.get('/v1/memory/search?q=restart%20ingest%20worker&limit=20')
+  t.equal(hits.body.results.length, 9)
+  for (const hit of hits.body.results) {
+    const i = ids.indexOf(hit.id)
+    t.ok(i >= 0, 'a hit maps back to what was added')
+    t.same(hit.metadata, docs[i]!.metadata)
+  }
+  const wiki = await alpha.get('/v1/memory/search?q=restart%20ingest%20worker&limit=2&metadata.source=wiki')
+  t.equal(wiki.body.results.length, 2, 'limit hits among the matching ones')
+  t.ok(wiki.body.results.every((x: any) => x.metadata.source === 'wiki'))
+  const two = await alpha.get('/v1/memory/search?q=restart&metadata.source=wiki&metadata.doc.part=3')
+  t.same(two.body.results.map((x: any) => x.id), [ids[3]], 'every pair must match')
+
+  const seen: string[] = []
+  let url: string | null = '/v1/memory?limit=4'
+  while (url) {
+    const page: any = await alpha.get(url)
+    t.equal(page.status, 200)
+    t.ok(page.body.items.length <= 4)
+    seen.push(...page.body.items.map((e: any) => e.id))
+    url = page.body.next_cursor ? `/v1/memory?limit=4&cursor=${page.body.next_cursor}` : null
+  }
+  t.same(seen, ids, 'paging to the end: every entry once, in insertion order')
+  const bySession = await alpha.get(`/v1/memory?session_id=${sid}&metadata.source=runbook`)
+  t.same(bySession.body.items.map((e: any) => e.id), [ids[1], ids[2]])
+  t.equal(bySession.body.next_cursor, null)
+
+  const one = await alpha.get(`/v1/memory/${ids[5]}`)
+  t.equal(one.status, 200)
+  t.match(one.body, { id: ids[5], content: /Runbook step 5/, session_id: null, turn: null, seq: null, metadata: docs[5]!.metadata, created_at: String })
+
+  // Another tenant's id answers exactly like an unknown one.
+  const unknown = '01900000-0000-7000-8000-00000000beef'
+  for (const [api, id] of [[beta, ids[5]], [alpha, unknown]] as const) {
+    const g = await api.get(`/v1/memory/${id}`)
+    const d = await api.delete(`/v1/memory/${id}`)
+    t.match([g.status, g.body.code, d.status, d.body.code], [404, 'MEMORY_NOT_FOUND', 404, 'MEMORY_NOT_FOUND'])
+    t.equal(g.body.detail, (await alpha.get(`/v1/memory/${unknown}`)).body.detail)
+  }
+  t.equal((await alpha.get(`/v1/memory/${ids[5]}`)).status, 200, "beta's delete did not touch alpha's entry")
+  t.same((await beta.get('/v1/memory')).body, { items: [], next_cursor: null })
+
+  const del = await alpha.delete(`/v1/memory/${ids[3]}`)
+  t.equal(del.status, 204)
+  t.equal((await alpha.get(`/v1/memory/${ids[3]}`)).status, 404)
+  t.equal((await alpha.delete(`/v1/memory/${ids[3]}`)).status, 404)
+  const after = await alpha.get('/v1/memory/search?q=restart%20ingest%20worker%20step%203&limit=20')
+  t.notOk(after.body.results.some((x: any) => x.id === ids[3]), 'a deleted entry is no longer found')
+  t.equal(after.body.results.length, 8)
+  t.equal((await alpha.get('/v1/memory?limit=100')).body.items.length, 8)
+
+  const bad = [
+    ['/v1/memory/search?q=x&metadata.b%20d=1', 'query/metadata.b d'],
+    [`/v1/memory?metadata.k=${'v'.repeat(257)}`, `query/metadata.k`],
+    [`/v1/memory?metadata.${'k'.repeat(65)}=v`, `query/metadata.${'k'.repeat(65)}`],
+    ['/v1/memory?cursor=nonsense', 'query/cursor'],
+    ['/v1/memory?limit=101', 'querystring/limit'],
+    ['/v1/memory?color=red', 'querystring/color'],
+    ['/v1/memory/not-a-uuid', 'params/id'],
+  ]
+  for (const [u, field] of bad) {
+    const b = await alpha.get(u!)
+    t.equal(b.status, 400, u!)
+    t.equal(b.body.field, field, u!)
+  }
+})
+
+t.test('POST /v1/memory honours Idempotency-Key', async (t) => {
+  const h = await startBurrow(MEM)
+  t.teardown(() => h.close())
+  const { api } = h
+  const body = [{ content: 'The office closes at 17:30 on Fridays.' }, { content: 'Badges are renewed every January.' }]
+  const headers = { 'idempotency-key': 'mem-add-1' }
+  const first = await api.post('/v1/memory', body, { headers })
+  t.equal(first.status, 201)
+  const again = await api.post('/v1/memory', body, { headers })
+  t.equal(again.status, 201)
+  t.same(again.body.ids, first.body.ids, 'the retry returns the first ids')
+  t.equal((await api.get('/v1/memory?limit=100')).body.items.length, 2, 'and adds nothing')
+  const other = await api.post('/v1/memory', [{ content: 'Something else entirely.' }], { headers })
+  t.equal(other.status, 422)
+  t.equal(other.body.code, 'IDEMPOTENCY_CONFLICT')
+  t.equal((await api.get('/v1/memory?limit=100')).body.items.length, 2)
+})
+
+t.test('without the memory store the management routes are MEMORY_STORE_DISABLED', async (t) => {
+  const h = await startBurrow({ BURROW_MEMORY_STORE: 'off' })
+  t.teardown(() => h.close())
+  const id = '01900000-0000-7000-8000-00000000beef'
+  for (const r of [await h.api.get('/v1/memory'), await h.api.get(`/v1/memory/${id}`), await h.api.delete(`/v1/memory/${id}`)]) {
+    t.equal(r.status, 501)
+    t.equal(r.body.code, 'MEMORY_STORE_DISABLED')
+  }
+})
