@@ -156,7 +156,7 @@ export async function run(): Promise<BenchResult> {
         metric(`${at}: in-process store.search() hybrid vs hnswlib alone`, r.local.hybrid, 'queries/s', r.local.hnsw),
         metric(`${at}: in-process store.search() keyword only (BM25)`, r.local.keyword, 'queries/s'),
         metric(`${at}: API server CPU per query`, cpuMs(r), 'ms'),
-        metric(`${at}: API latency p50 / p99`, r.api.p50, 'ms'),
+        metric(`${at}: API latency p50`, r.api.p50, 'ms'),
         metric(`${at}: API latency p99`, r.api.p99, 'ms'),
         metric(`${at}: API server CPU (1 = one core)`, r.api.serverCpu, 'cores'),
         metric(`${at}: ingest through POST /v1/memory (batches of ${BATCH})`, r.ingestS, 's'),
