@@ -1,7 +1,7 @@
 import type { EffectiveCompaction } from '../core/session-record.js'
 import { StartupError } from './startup-error.js'
 
-/** Every setting of the service, checked at start-up (contract §9). */
+/** Every setting of the service, checked at start-up (README: Configuration). */
 export interface Config {
   host: string
   port: number

@@ -1,7 +1,7 @@
 import type { Message } from './messages.js'
 import type { EffectiveCompaction } from './session-record.js'
 
-/** Verbatim texts of contract §10. */
+/** Verbatim compaction texts (the prompt and the summary prefix; README: Compaction). */
 export const COMPACTION_PROMPT = `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
 
 Include:

@@ -1,5 +1,5 @@
 /**
- * The one error-code table (contract §4). This is the only place an HTTP status,
+ * The one error-code table (README: Error codes). This is the only place an HTTP status,
  * a JSON-RPC number or a CLI exit code is written; every surface derives from it.
  *
  * Codes are append-only: a retired code is never reused, and a JSON-RPC number

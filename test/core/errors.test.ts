@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { BurrowError, ERROR_CODES, ERROR_TABLE, isErrorCode, toBurrowError } from '../../src/core/errors.js'
 
-// The contract's table (CONTRACT.md §4), written out so a change to either side fails here.
+// The product's original error table (HTTP statuses), written out so a change to either side fails here.
 const CONTRACT: Record<string, number> = {
   SESSION_PERSISTENCE_DISABLED: 501, SESSION_COMPACTION_DISABLED: 501, MEMORY_STORE_DISABLED: 501,
   INVALID_REQUEST: 400, UNAUTHORIZED: 401, SESSION_NOT_FOUND: 404, SESSION_BUSY: 409, SESSION_ARCHIVED: 409,

@@ -36,7 +36,7 @@ export interface CliHost {
   onInterrupt(cb: () => void): () => void
 }
 
-/** The exact line `sessions list` prints without the session store (contract §4). */
+/** The exact line `sessions list` prints without the session store (README: Error codes). */
 const PERSISTENCE_OFF = ERROR_TABLE.SESSION_PERSISTENCE_DISABLED.message
 
 /**
