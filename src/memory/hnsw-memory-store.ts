@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { BurrowError } from '../core/errors.js'
+import { WriteHealth } from '../core/write-health.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
 import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
 import { termFrequencies } from './bm25.js'
 import { KeywordIndex } from './keyword-index.js'
 import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
-import { MemoryWrites, fromBytes, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { fromBytes, memoryProbe, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
@@ -43,14 +44,14 @@ export class HnswMemoryStore implements MemoryStore {
   /** Per tenant, the keyword statistics in memory (a cache of the postings in LMDB, built on first search). */
   private readonly keywords = new Map<string, KeywordIndex>()
   private readonly cache: TenantIndexCache
-  private readonly writes: MemoryWrites
+  private readonly writes: WriteHealth
   private readonly indexDir: string
   private closed = false
 
   private constructor(private readonly db: MemoryDb, private readonly opts: HnswMemoryOptions) {
     this.indexDir = join(opts.dataDir, 'memory', 'hnsw')
     mkdirSync(this.indexDir, { recursive: true })
-    this.writes = new MemoryWrites(db)
+    this.writes = new WriteHealth(memoryProbe(db))
     this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
       dir: this.indexDir, dim: opts.embedder.dimensions, params: opts.hnsw ?? DEFAULT_HNSW,
       saveEvery: opts.saveEvery ?? 2000, logger: opts.logger ?? SILENT_LOGGER,
@@ -298,10 +299,10 @@ export class HnswMemoryStore implements MemoryStore {
 
   /**
    * False after a write failed (disk full, I/O error), true again once one succeeds; reads
-   * work either way. While false, asking starts an occasional probe write (see MemoryWrites).
+   * work either way. While false, asking starts an occasional probe write (see core/write-health.ts).
    */
   healthy(): boolean {
-    return !this.closed && this.writes.healthy()
+    return !this.closed && this.writes.writable
   }
 
   /** Saves every index with unsaved changes (failures are logged: LMDB has every entry). */

@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
-import { storeUnavailable } from '../core/errors.js'
 import type { MemoryEntry } from '../core/memory-store.js'
 
 /** An entry as stored: the public entry plus its length in tokens (for BM25). */
@@ -30,61 +29,18 @@ export interface MemoryDb {
   deletedSessions: Database<number, [string, string]>
 }
 
-/** How long a failed store waits between the probe writes a health check may start. */
-const PROBE_INTERVAL_MS = 1000
-
 /**
- * The memory store's writes, each observed: one that fails (disk full, I/O error) becomes
- * `STORE_UNAVAILABLE` — never a hang, never an unhandled rejection — and the store counts
- * as unhealthy until a write succeeds again.
+ * The probe a WriteHealth of the memory environment runs (see core/write-health.ts): about 1 MiB in
+ * 1 KB values, written then removed, so "writable" means real room, not one reused free page.
+ * Memory's writes wait for each write's own promise, which lmdb-js settles only after the commit (and,
+ * with its overlapping sync, the fsync); `root.flushed` is never awaited: lmdb-js drops its resolvers
+ * when a commit fails, so it would never settle.
  */
-export class MemoryWrites {
-  private failed = false
-  private probing = false
-  private lastProbe = 0
-  private closed = false
-
-  constructor(private readonly db: MemoryDb) {}
-
-  /**
-   * Runs one LMDB write and resolves once it is committed, and with fsync durability once it
-   * is on disk: lmdb-js settles a write's promise only after `mdb_txn_commit` returned, and
-   * with its overlapping sync that commit returns after the fsync (lmdb-js write.js and
-   * mdb.c). `root.flushed` is deliberately not awaited: lmdb-js drops its resolvers when a
-   * commit fails, so it would never settle. `what` names the data in the error.
-   */
-  async run<T>(write: () => Promise<T>, what: string): Promise<T> {
-    let result: T
-    try {
-      result = await write()
-    } catch (err) {
-      this.failed = true
-      throw storeUnavailable(err, what)
-    }
-    this.failed = false
-    return result
-  }
-
-  /**
-   * False after a write failed, true again after the next one succeeds. While false, a
-   * check starts a small probe write now and then, so the store reports itself healthy
-   * once space is back even when nothing else writes (a load balancer that stops sending
-   * traffic to an unready instance would otherwise keep it unready for ever).
-   */
-  healthy(): boolean {
-    if (this.failed && !this.closed && !this.probing && Date.now() - this.lastProbe >= PROBE_INTERVAL_MS) {
-      this.probing = true
-      this.lastProbe = Date.now()
-      this.run(() => this.db.meta.put('write_probe', this.lastProbe), 'a write probe')
-        .catch(() => undefined) // the failure is the state this reports; run() observed the details
-        .finally(() => { this.probing = false })
-    }
-    return !this.failed
-  }
-
-  /** No more probes (the environment is closing). */
-  close(): void {
-    this.closed = true
+export function memoryProbe(db: MemoryDb): () => Promise<void> {
+  const value = 'p'.repeat(1000)
+  return async () => {
+    await db.meta.transaction(() => { for (let i = 0; i < 1024; i++) void db.meta.put(`write_probe_${i}`, value) })
+    await db.meta.transaction(() => { for (let i = 0; i < 1024; i++) void db.meta.remove(`write_probe_${i}`) })
   }
 }
 

@@ -3,7 +3,8 @@ import { rmSync } from 'node:fs'
 import type { Logger } from '../core/logger.js'
 import { DamagedIndexError } from './index-file.js'
 import { TenantIndex, moveAside, type HnswParams, type IndexFileRecord } from './hnsw-index.js'
-import { fromBytes, type MemoryDb, type MemoryWrites } from './memory-db.js'
+import type { WriteHealth } from '../core/write-health.js'
+import { fromBytes, type MemoryDb } from './memory-db.js'
 import { cosine, type Ranked } from './memory-ranking.js'
 
 export interface TenantIndexCacheOptions {
@@ -43,7 +44,7 @@ export class TenantIndexCache {
   private readonly saveAt = new Map<string, number>()
   private closing = false
 
-  constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, private readonly writes: MemoryWrites, private readonly opts: TenantIndexCacheOptions) {}
+  constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, private readonly writes: WriteHealth, private readonly opts: TenantIndexCacheOptions) {}
 
   /**
    * The tenant's index: in memory, else its saved file (checked before hnswlib reads it)

@@ -2,7 +2,7 @@ import { storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs, LmdbEnv } from './lmdb-env.js'
-import type { LmdbHealth } from './lmdb-health.js'
+import type { WriteHealth } from '../core/write-health.js'
 import { applyWrites, json, purgeWrites, readKnown, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 
 /** One session's writes waiting for the next batch: every event queued since the last batch, and the record after them. */
@@ -52,7 +52,7 @@ export class LmdbBatchWriter {
   private readonly known = new Map<string, Known>()
 
   /** `durable`: commits resolve once flushed to disk (fsync durability), not only committed. */
-  constructor(private readonly env: LmdbEnv, private readonly durable: boolean, private readonly health?: LmdbHealth) {}
+  constructor(private readonly env: LmdbEnv, private readonly durable: boolean, private readonly health?: WriteHealth) {}
 
   private get dbs(): BurrowDbs { return this.env.dbs }
 

@@ -1,11 +1,10 @@
 import type { Database } from 'lmdb'
-import { storeUnavailable } from '../core/errors.js'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
-import type { LmdbHealth } from './lmdb-health.js'
+import type { WriteHealth } from '../core/write-health.js'
 
 /** Idempotency records in LMDB, so a retry after a restart still gets the first result. */
 export class LmdbIdempotencyStore implements IdempotencyStore {
-  constructor(private readonly db: Database<unknown, string>, private readonly ttlMs: number, private readonly health?: LmdbHealth) {}
+  constructor(private readonly db: Database<unknown, string>, private readonly ttlMs: number, private readonly health: WriteHealth) {}
 
   async get(key: string): Promise<IdempotencyRecord | undefined> {
     const r = this.db.get(key) as IdempotencyRecord | undefined
@@ -40,13 +39,7 @@ export class LmdbIdempotencyStore implements IdempotencyStore {
   }
 
   /** A write whose failure is `STORE_UNAVAILABLE` (its secondary rejection observed) and reaches the store's health. */
-  private async write(run: () => Promise<unknown>, what: string): Promise<void> {
-    try {
-      await run()
-      this.health?.succeeded()
-    } catch (err) {
-      this.health?.failed(err)
-      throw storeUnavailable(err, what)
-    }
+  private write(run: () => Promise<unknown>, what: string): Promise<void> {
+    return this.health.run(run, what).then(() => undefined)
   }
 }

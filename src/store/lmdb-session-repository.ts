@@ -7,7 +7,8 @@ import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { LmdbBatchWriter } from './lmdb-batch-writer.js'
-import { LmdbHealth } from './lmdb-health.js'
+import { WriteHealth } from '../core/write-health.js'
+import { lmdbProbe } from './lmdb-health.js'
 import { fromTuple, rowEvents, rowMessages, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
 import { openLmdbEnv, type BurrowDbs, type LmdbEnv } from './lmdb-env.js'
 import type { Fold, Migrated } from './lmdb-migrate.js'
@@ -25,12 +26,12 @@ export class LmdbSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
   private readonly dbs: BurrowDbs
   private readonly writer: LmdbBatchWriter
-  private readonly health: LmdbHealth
+  private readonly health: WriteHealth
 
   private constructor(private readonly env: LmdbEnv, private readonly durability: 'fsync' | 'relaxed', idempotencyTtlMs: number,
     onHealth?: (writable: boolean, err?: unknown) => void) {
     this.dbs = env.dbs
-    this.health = new LmdbHealth(env.dbs.meta, onHealth)
+    this.health = new WriteHealth(lmdbProbe(env.dbs.meta), onHealth)
     this.writer = new LmdbBatchWriter(env, durability === 'fsync', this.health)
     this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs, this.health)
   }
