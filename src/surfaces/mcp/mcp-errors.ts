@@ -5,48 +5,31 @@
  * JSON-RPC codes: they are mapped here on their way out.
  */
 import { BurrowError, ERROR_TABLE, ERROR_CODES, isErrorCode, type ErrorCode } from '../../core/errors.js'
-
-/** JSON-RPC's own codes for a payload that is not JSON, or not a request. */
-export const PARSE_ERROR = -32700
-export const NOT_A_REQUEST = -32600
-/** What the SDK answers when a handler throws something without a code: its zod checks of params, or a bug. */
-const SDK_INTERNAL_ERROR = -32603
-
-export interface TableRpcError { code: number; message: string; data: { code: ErrorCode; [k: string]: unknown } }
+import { JSONRPC_INTERNAL_ERROR, NOT_A_REQUEST, PARSE_ERROR, rpcError, type RpcError } from '../json-rpc-errors.js'
 
 const byNumber = new Map<number, ErrorCode>(ERROR_CODES.map((c) => [ERROR_TABLE[c].rpc, c]))
-
-/** A BurrowError as a JSON-RPC error (`rpc` overrides the number: JSON-RPC's own codes). */
-export function rpcErrorOf(e: BurrowError, rpc?: number): TableRpcError {
-  const internal = e.code === 'INTERNAL'
-  return {
-    code: rpc ?? ERROR_TABLE[e.code].rpc,
-    message: internal ? ERROR_TABLE.INTERNAL.message : e.message,
-    data: { ...(internal ? {} : e.data), code: e.code },
-  }
-}
 
 /**
  * An error the SDK (or a handler) produced, on the table. `onInternal` hears what becomes
  * INTERNAL: clients get no detail of it, the logs do.
  */
-export function tableError(err: unknown, onInternal?: (detail: unknown) => void): TableRpcError {
+export function tableError(err: unknown, onInternal?: (detail: unknown) => void): RpcError {
   const e = (typeof err === 'object' && err !== null ? err : {}) as { code?: unknown; message?: unknown; data?: unknown }
   const code = typeof e.code === 'number' && Number.isSafeInteger(e.code) ? e.code : undefined
   const message = typeof e.message === 'string' ? e.message : ''
   const data = typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data as Record<string, unknown> : undefined
   if (code !== undefined && isErrorCode(data?.code) && (code === ERROR_TABLE[data.code].rpc || data.code === 'INVALID_REQUEST')) {
-    return { code, message, data: data as TableRpcError['data'] }
+    return { code, message, data: data as RpcError['data'] }
   }
   if (code === PARSE_ERROR || code === NOT_A_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
-  if (code === SDK_INTERNAL_ERROR) {
+  if (code === JSONRPC_INTERNAL_ERROR) { // what the SDK answers for an error without a code: its zod checks of params, or a bug
     const invalid = zodIssues(message)
-    if (invalid) return rpcErrorOf(invalid)
+    if (invalid) return rpcError(invalid)
   }
   const row = code === undefined ? undefined : byNumber.get(code)
   if (row !== undefined && row !== 'INTERNAL') return { code: code!, message, data: { ...data, code: row } }
   onInternal?.(err)
-  return rpcErrorOf(new BurrowError('INTERNAL'))
+  return rpcError(new BurrowError('INTERNAL'))
 }
 
 /**

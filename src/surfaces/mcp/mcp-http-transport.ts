@@ -35,7 +35,8 @@ import {
   isJSONRPCRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId,
 } from '@modelcontextprotocol/sdk/types.js'
 import { BurrowError, ERROR_TABLE, type ErrorCode } from '../../core/errors.js'
-import { NOT_A_REQUEST, rpcErrorOf, tableError } from './mcp-errors.js'
+import { NOT_A_REQUEST, rpcError } from '../json-rpc-errors.js'
+import { tableError } from './mcp-errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
 
 /** What a tool call learns of the HTTP request that carried it. */
@@ -178,7 +179,7 @@ export class HttpMuxTransport implements Transport {
       } else if (!isJSONRPCRequest(m as unknown)) {
         // The SDK drops a request its own envelope check refuses, leaving it unanswered.
         const e = new BurrowError('INVALID_REQUEST', 'Invalid Request: params._meta must be an object, its progressToken a string or an integer.', { field: 'params/_meta' })
-        this.answer(ex, responseJson(m.id, 'error', rpcErrorOf(e, NOT_A_REQUEST)))
+        this.answer(ex, responseJson(m.id, 'error', rpcError(e, NOT_A_REQUEST)))
       } else {
         const id = ++this.next
         this.routed.set(id, { ex, clientId: m.id })

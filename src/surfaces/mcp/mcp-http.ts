@@ -26,7 +26,7 @@ import type { SessionService } from '../../core/session-service.js'
 import { discardBody, drainBound } from '../rest/body-drain.js'
 import { bearerChallenge, callContext } from '../rest/call-context.js'
 import { fromFastifyError, isJsonSyntaxError } from '../rest/problem.js'
-import { PARSE_ERROR, rpcErrorOf } from './mcp-errors.js'
+import { PARSE_ERROR, rpcError } from '../json-rpc-errors.js'
 import { HttpMuxTransport, type Refusal } from './mcp-http-transport.js'
 import { createMcpServer, toolCallOf } from './mcp-server.js'
 
@@ -54,7 +54,7 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       if (e.code === 'INTERNAL') { done(err as Error); return }
       req.log.info({ code: e.code, detail: e.message }, 'request refused')
       if (e.code === 'UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge(apiKey !== undefined))
-      answer(reply, e.status, rpcErrorOf(e))
+      answer(reply, e.status, rpcError(e))
       return
     }
     done()
@@ -67,13 +67,13 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       const e = fromFastifyError(err)
       if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
       else req.log.info({ code: e.code, detail: e.message }, 'request refused')
-      if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcErrorOf(e, PARSE_ERROR))
+      if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcError(e, PARSE_ERROR))
       if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
-      return answer(reply, e.status, rpcErrorOf(e))
+      return answer(reply, e.status, rpcError(e))
     },
   }, async (req, reply) => {
     if (req.body === undefined) {
-      return answer(reply, 400, rpcErrorOf(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), PARSE_ERROR))
+      return answer(reply, 400, rpcError(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), PARSE_ERROR))
     }
     if (!ready) await connected
     const { apiKey } = callContext(req)
@@ -89,7 +89,7 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
   const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => answer(reply.header('allow', 'POST'), 405,
-    rpcErrorOf(new BurrowError('ROUTE_NOT_FOUND', 'Method not allowed: this MCP endpoint is stateless; use POST.')))
+    rpcError(new BurrowError('ROUTE_NOT_FOUND', 'Method not allowed: this MCP endpoint is stateless; use POST.')))
   app.get('/mcp', { schema: { hide: true }, onRequest: authenticate }, notAllowed)
   app.delete('/mcp', { schema: { hide: true }, onRequest: authenticate }, notAllowed)
 }

@@ -1,6 +1,7 @@
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
-import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import { BurrowError } from '../../core/errors.js'
+import { NOT_A_REQUEST, PARSE_ERROR, rpcError, type RpcError } from '../json-rpc-errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import { assertJsonDepth } from '../json-depth.js'
@@ -11,10 +12,7 @@ const ajv = addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: t
 const validators = new Map<string, ValidateFunction>(Object.entries(RPC_METHODS).map(([name, m]) => [name, ajv.compile(m.params)]))
 
 /** JSON-RPC's own codes for a request that is not JSON, or not a request (outside the code table's rows). */
-const PARSE_ERROR = -32700
-const NOT_A_REQUEST = -32600
 
-export interface RpcError { code: number; message: string; data: { code: string; [k: string]: unknown } }
 export type RpcResponse = { jsonrpc: '2.0'; id: string | number | null } & ({ result: unknown } | { error: RpcError })
 
 export interface RpcCall {
@@ -22,17 +20,6 @@ export interface RpcCall {
   ctx: Omit<CallContext, 'idempotencyKey' | 'onEvent'>
   /** Where `event` notifications go while a turn runs (stdio); absent = no streaming. */
   notify?: ((method: 'event', params: EventEnvelope) => void) | undefined
-}
-
-/** A BurrowError as a JSON-RPC error: the table's number in `code`, the string code in `data.code`. */
-export function rpcError(err: unknown): RpcError {
-  const e = toBurrowError(err)
-  const { field, ...rest } = e.data ?? {}
-  return {
-    code: ERROR_TABLE[e.code].rpc,
-    message: e.code === 'INTERNAL' ? ERROR_TABLE.INTERNAL.message : e.message,
-    data: { code: e.code, ...(typeof field === 'string' ? { field } : {}), ...(e.code === 'INTERNAL' ? {} : rest) },
-  }
 }
 
 /**

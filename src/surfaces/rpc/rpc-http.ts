@@ -5,7 +5,8 @@ import type { SessionService } from '../../core/session-service.js'
 import { discardBody, drainBound } from '../rest/body-drain.js'
 import { callContext } from '../rest/call-context.js'
 import { fromFastifyError, isJsonSyntaxError } from '../rest/problem.js'
-import { dispatch, parseError, rpcError } from './rpc-dispatcher.js'
+import { dispatch, parseError } from './rpc-dispatcher.js'
+import { rpcError } from '../json-rpc-errors.js'
 
 /** What HTTP may refuse before JSON-RPC sees the body; each answered with its table row's status. */
 const REFUSALS: ErrorCode[] = ['INVALID_REQUEST', 'PAYLOAD_TOO_LARGE', 'RATE_LIMITED', 'INTERNAL']
