@@ -123,7 +123,8 @@ export async function run(): Promise<BenchResult> {
     let store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
     const internals = store as unknown as { indexes?: unknown }
     const stubbed = internals.indexes instanceof Map
-    if (stubbed) (internals.indexes as Map<string, unknown>).set(TENANT, { covered: 0, dirty: 0, add() {}, remove() {}, search: () => [] })
+    const stub = { covered: 0, dirty: 0, add(label: number) { stub.covered = label + 1 }, remove() {}, search: () => [], point: () => undefined }
+    if (stubbed) (internals.indexes as Map<string, unknown>).set(TENANT, stub)
     else notes.push('`HnswMemoryStore` no longer keeps its indexes in a private `indexes` map: the ingest ran with the real index (built twice).')
     const rss0 = rss()
     const i0 = performance.now()
@@ -136,7 +137,7 @@ export async function run(): Promise<BenchResult> {
     store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
     const rssBeforeIndex = rss()
     const r0 = performance.now()
-    const index = store.rebuildIndex(TENANT)
+    const index = await store.rebuildIndex(TENANT)
     const rebuildSeconds = (performance.now() - r0) / 1000
     const rssIndex = rss() - rssBeforeIndex
 

@@ -6,7 +6,12 @@ import { DamagedIndexError, inspectIndexFile } from './index-file.js'
 const { HierarchicalNSW } = hnsw
 
 export interface HnswParams { m: number; efConstruction: number; efSearch: number }
-export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 200, efSearch: 96 }
+/**
+ * m 16 and efConstruction 100: at 20,000 entries (hashed embedder) recall@10 against the exact
+ * top 10 is 99.1 % (200: 99.3 %, 64: 98.3 %) and an insert costs 0.21 ms (200: 0.37 ms) — see
+ * the memory-hnsw benchmark's sweep. A file keeps the parameters it was built with.
+ */
+export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 100, efSearch: 96 }
 
 /** What the store records (in LMDB) about the index file it saved last for a tenant. */
 export interface IndexFileRecord { file: string; sha256: string }
@@ -72,6 +77,15 @@ export class TenantIndex {
     this.index.addPoint(vector as number[], label)
     if (label >= this.covered) this.covered = label + 1
     this.dirty++
+  }
+
+  /** The label's vector as the index holds it (normalised), or undefined when it is not in the index or deleted. */
+  point(label: number): number[] | undefined {
+    try {
+      return this.index.getPoint(label)
+    } catch {
+      return undefined
+    }
   }
 
   remove(label: number): void {

@@ -7,9 +7,12 @@ import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
 import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
 import { termFrequencies } from './bm25.js'
-import { KeywordIndex } from './keyword-index.js'
+import type { KeywordIndex } from './keyword-index.js'
+import { buildKeywordIndex } from './keyword-build.js'
 import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
-import { fromBytes, memoryProbe, openMemoryDb, toBytes, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { memoryProbe, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { openUpgraded } from './memory-upgrade.js'
+import { encodeBlock, withoutLabels } from './posting-blocks.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
@@ -21,19 +24,21 @@ export interface HnswMemoryOptions {
   durability: 'fsync' | 'relaxed'
   logger?: Logger
   hnsw?: HnswParams
-  /** Save a tenant's index after this many changes (and at close). */
+  /** Save a tenant's index once its changes reach `saveGrowth` (default 0.2) × its size and at least `saveEvery` (default 1,000); and at close. */
   saveEvery?: number
+  saveGrowth?: number
 }
 
 const ENTRIES = 'memory entries'
 
 /**
- * Semantic memory on LMDB + hnswlib. LMDB holds the truth (entries, vectors, the BM25
- * postings); each tenant's HNSW index is a cache (see TenantIndexCache): saved now and
- * then and at close, checked before it is loaded, rebuilt from LMDB when damaged, and
- * completed by an exact scan of whatever it does not cover yet — so nothing acknowledged
- * is lost to a crash and no state of the index file fails a request. Every tenant has its
- * own index: no query can reach another tenant's vectors.
+ * Semantic memory on LMDB + hnswlib. LMDB holds the truth (entries and their keyword
+ * postings, in blocks); vectors are derived from the content, and each tenant's HNSW index
+ * is a cache (see TenantIndexCache): filled in the background after `add()` acknowledges,
+ * saved as it grows and at close, checked before it is loaded, rebuilt from LMDB when
+ * damaged, and completed by an exact scan of whatever it does not cover yet — so nothing
+ * acknowledged is lost to a crash and no state of the index file fails a request. Every
+ * tenant has its own index: no query can reach another tenant's vectors.
  *
  * Writes are observed: one that cannot be made durable (disk full, I/O error) throws
  * `STORE_UNAVAILABLE` and leaves nothing half-done, reads go on working, and writes work
@@ -53,13 +58,13 @@ export class HnswMemoryStore implements MemoryStore {
     mkdirSync(this.indexDir, { recursive: true })
     this.writes = new WriteHealth(memoryProbe(db))
     this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
-      dir: this.indexDir, dim: opts.embedder.dimensions, params: opts.hnsw ?? DEFAULT_HNSW,
-      saveEvery: opts.saveEvery ?? 2000, logger: opts.logger ?? SILENT_LOGGER,
+      dir: this.indexDir, dim: opts.embedder.dimensions, params: opts.hnsw ?? DEFAULT_HNSW, embedder: opts.embedder,
+      saveEvery: opts.saveEvery ?? 1000, saveGrowth: opts.saveGrowth ?? 0.2, logger: opts.logger ?? SILENT_LOGGER,
     })
   }
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
-    const db = openMemoryDb(opts.dataDir, opts.durability)
+    const db = await openUpgraded(opts.dataDir, opts.durability, opts.logger ?? SILENT_LOGGER)
     try {
       const store = new HnswMemoryStore(db, opts)
       await store.checkEmbedder()
@@ -70,23 +75,20 @@ export class HnswMemoryStore implements MemoryStore {
     }
   }
 
-  /** A different embedder than the one the vectors were made with: re-embed everything, drop the index files. */
+  /**
+   * A different embedder than the one the vectors were made with: the index files go, and each
+   * tenant's index is built again from the entries' content in the background (searches find
+   * by keywords what it does not hold yet).
+   */
   private async checkEmbedder(): Promise<void> {
     const previous = this.db.meta.get('embedder') as string | undefined
     const id = this.opts.embedder.id
     if (previous === id) return
-    const entries = [...this.db.entries.getRange()]
-    if (previous !== undefined && entries.length > 0) {
-      this.opts.logger?.warn({ from: previous, to: id, entries: entries.length }, 'embedder changed: re-embedding memory')
-      for (let i = 0; i < entries.length; i += 256) {
-        const batch = entries.slice(i, i + 256)
-        const vectors = await this.opts.embedder.embed(batch.map((e) => e.value.content))
-        await this.writes.run(() => this.db.vectors.transaction(() => { batch.forEach((e, j) => this.db.vectors.put(e.key as [string, number], toBytes(vectors[j]!))) }), ENTRIES)
-      }
-    }
+    if (previous !== undefined) this.opts.logger?.warn({ from: previous, to: id }, 'embedder changed: memory vectors are made again in the background')
     removeSavedIndexes(this.indexDir)
     await this.writes.run(() => this.db.meta.transaction(() => {
       for (const key of this.db.meta.getKeys({ start: RECORD_PREFIX, end: `${RECORD_PREFIX}\uffff` })) this.db.meta.remove(key)
+      for (const key of this.db.tombstones.getKeys()) this.db.tombstones.remove(key)
       this.db.meta.put('embedder', id)
     }), ENTRIES)
   }
@@ -110,6 +112,7 @@ export class HnswMemoryStore implements MemoryStore {
       // nothing is added) or after it (and removes these entries too).
       const gone = prepared.find((p) => p.entry.session_id && this.db.deletedSessions.get([p.entry.tenant, p.entry.session_id]) !== undefined)
       if (gone) return gone.entry.session_id
+      const blocks = new Map<string, Array<{ label: number; tf: Map<string, number> }>>()
       for (const p of prepared) {
         const tenant = p.entry.tenant
         const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
@@ -117,11 +120,14 @@ export class HnswMemoryStore implements MemoryStore {
         p.label = label
         this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
         this.db.entries.put([tenant, label], p.entry)
-        this.db.vectors.put([tenant, label], toBytes(p.vector))
         this.db.ids.put(p.entry.id, [tenant, label])
         if (p.entry.session_id) this.db.bySession.put([tenant, p.entry.session_id, label], 1)
-        for (const [term, n] of p.tf) this.db.postings.put([tenant, term, label], n)
+        let block = blocks.get(tenant)
+        if (!block) blocks.set(tenant, block = [])
+        block.push({ label, tf: p.tf })
       }
+      // One posting block per tenant: this call's labels of a tenant are consecutive.
+      for (const [tenant, docs] of blocks) this.db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
       return null
     }), ENTRIES)
     if (deleted) throw new BurrowError('SESSION_NOT_FOUND', `Session ${deleted} was deleted; its memories are not kept.`)
@@ -131,10 +137,10 @@ export class HnswMemoryStore implements MemoryStore {
       const ix = this.keywords.get(p.entry.tenant)
       if (ix && !ix.add(p.label, p.tf)) this.keywords.delete(p.entry.tenant)
     }
-    // Committed (with fsync durability: on disk). Nothing below may fail the call — a retry
-    // would add the entries twice — so indexing them never throws: what the index cannot
-    // take is logged, repaired in the background and meanwhile searched exactly.
-    await this.cache.indexed(tenants)
+    // Committed (with fsync durability: on disk): acknowledged. Nothing below may fail the
+    // call — a retry would add the entries twice. The vectors wait in memory, found by an
+    // exact scan, while the HNSW index takes them in the background.
+    for (const tenant of tenants) this.cache.added(tenant, prepared.filter((p) => p.entry.tenant === tenant))
     return prepared.map((p) => publicEntry(p.entry))
   }
 
@@ -177,21 +183,21 @@ export class HnswMemoryStore implements MemoryStore {
     return labels
   }
 
-  /** Exact cosine over the given labels' vectors. */
+  /** Exact cosine over the given labels' vectors (those not embedded again yet after a restart are left to the keywords). */
   private exact(tenant: string, labels: Iterable<number>, v: readonly number[], k: number): Ranked[] {
     const out: Ranked[] = []
     for (const label of labels) {
-      const bytes = this.db.vectors.get([tenant, label])
-      if (bytes) out.push({ label, score: cosine(v, fromBytes(bytes)) })
+      const vector = this.cache.vectorOf(tenant, label)
+      if (vector) out.push({ label, score: cosine(v, vector) })
     }
     return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
   }
 
-  /** The tenant's keyword index: in memory, else built from its postings in LMDB. */
+  /** The tenant's keyword index: in memory, else built from its posting blocks in LMDB. */
   keywordIndex(tenant: string): KeywordIndex {
     let ix = this.keywords.get(tenant)
     if (!ix) {
-      ix = KeywordIndex.build(this.db, tenant)
+      ix = buildKeywordIndex(this.db, tenant)
       this.keywords.set(tenant, ix)
     }
     return ix
@@ -211,6 +217,7 @@ export class HnswMemoryStore implements MemoryStore {
         this.db.bySession.remove(key)
         out.push(key[2] as number)
       }
+      this.dropPostings(tenant, out)
       // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
       // an add racing the deletion) from bringing the session's memories back.
       this.db.deletedSessions.put([tenant, sessionId], Date.now())
@@ -224,7 +231,7 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   /**
-   * Removes one entry inside a write transaction: its postings, id, vector and session row,
+   * Removes one entry inside a write transaction: its id and session row (the caller drops its postings),
    * counted out of `stats` (the caller stores them); the label is tombstoned for the saved index.
    */
   private removeLabel(tenant: string, label: number, stats: TenantStats): Set<string> | undefined {
@@ -232,16 +239,38 @@ export class HnswMemoryStore implements MemoryStore {
     let terms: Set<string> | undefined
     if (e) {
       terms = new Set(tokenize(e.content))
-      for (const term of terms) this.db.postings.remove([tenant, term, label])
       this.db.ids.remove(e.id)
       if (e.session_id) this.db.bySession.remove([tenant, e.session_id, label])
       stats.docs--
       stats.totalLength -= e.len
     }
     this.db.entries.remove([tenant, label])
-    this.db.vectors.remove([tenant, label])
     this.db.tombstones.put([tenant, label], 1)
     return terms
+  }
+
+  /**
+   * Inside a write transaction: rewrites the posting blocks holding these labels without them
+   * (or removes a block left empty), so a deleted entry's words leave the disk with it.
+   */
+  private dropPostings(tenant: string, labels: readonly number[]): void {
+    const byBlock = new Map<number, Set<number>>()
+    for (const label of labels) {
+      // The block holding a label is the last one that starts at or before it.
+      for (const key of this.db.blocks.getKeys({ start: [tenant, label], end: [tenant] as unknown as [string, number], reverse: true, limit: 1 })) {
+        const first = key[1] as number
+        let set = byBlock.get(first)
+        if (!set) byBlock.set(first, set = new Set())
+        set.add(label)
+      }
+    }
+    for (const [first, drop] of byBlock) {
+      const block = this.db.blocks.get([tenant, first])
+      if (!block) continue
+      const rest = withoutLabels(first, block, drop)
+      if (rest) this.db.blocks.put([tenant, first], rest)
+      else this.db.blocks.remove([tenant, first])
+    }
   }
 
   /** The entry's label when it is the tenant's (another tenant's id is as unknown as a made-up one). */
@@ -264,6 +293,7 @@ export class HnswMemoryStore implements MemoryStore {
       if (l === undefined || this.db.entries.get([tenant, l]) === undefined) return undefined
       const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
       terms = this.removeLabel(tenant, l, stats)
+      this.dropPostings(tenant, [l])
       this.db.stats.put(tenant, stats)
       return l
     }), ENTRIES)
@@ -319,8 +349,8 @@ export class HnswMemoryStore implements MemoryStore {
     await this.db.root.close()
   }
 
-  /** Throws the tenant's index away and builds it again from the vectors in LMDB, synchronously (for measurements). */
-  rebuildIndex(tenant: string): TenantIndex {
+  /** Throws the tenant's index away and builds it again from the entries in LMDB, embedding them again (for measurements). */
+  rebuildIndex(tenant: string): Promise<TenantIndex> {
     return this.cache.rebuildNow(tenant)
   }
 

@@ -1,6 +1,6 @@
 import type { KeywordSource, KeywordStats, Posting } from './bm25.js'
 import { BM25_B, BM25_K1 } from './bm25.js'
-import type { MemoryDb } from './memory-db.js'
+import type { TermCounts } from './posting-blocks.js'
 
 /** One term's postings: labels ascending, with their term frequencies; deleted labels stay until compacted. */
 interface PostingList {
@@ -14,8 +14,8 @@ interface PostingList {
 
 /**
  * A tenant's keyword statistics in memory, in compact typed form: the document length of
- * every label, and per term its postings as typed arrays. A cache of the postings in LMDB
- * (the truth): built from them on first use, then kept up to date by the store after each
+ * every label, and per term its postings as typed arrays. A cache of the posting blocks in
+ * LMDB (the truth): built from them on first use (see keyword-build.ts), then kept up to date by the store after each
  * committed add or delete. Labels below `covered` are reflected; any change it cannot
  * apply in order is refused (the caller drops the index and it is built again).
  *
@@ -35,24 +35,14 @@ export class KeywordIndex implements KeywordSource {
   private acc = new Float64Array(0)
   private touched = new Uint32Array(0)
 
-  /** Built from the tenant's postings in LMDB, read in one synchronous pass (one snapshot). */
-  static build(db: MemoryDb, tenant: string): KeywordIndex {
-    const ix = new KeywordIndex()
-    ix.covered = db.stats.get(tenant)?.next ?? 0
-    ix.grow(ix.covered)
-    // Every [tenant, term, label] key sorts after [tenant] and before the next tenant's keys.
-    for (const { key, value } of db.postings.getRange({ start: [tenant] as unknown as [string, string, number] })) {
-      if (key[0] !== tenant) break
-      const term = key[1] as string
-      const label = key[2] as number
-      if (label >= ix.covered) continue
-      ix.append(term, label, value)
-      if (!ix.live[label]) { ix.live[label] = 1; ix.docs++ }
-      // A document's length in tokens is the sum of its term frequencies.
-      ix.lengths[label] = ix.lengths[label]! + value
-      ix.totalLength += value
-    }
-    return ix
+  /**
+   * Labels below `upTo` that were never added are deleted ones (a build from LMDB skips them):
+   * they count as covered.
+   */
+  skip(upTo: number): void {
+    if (upTo <= this.covered) return
+    this.grow(upTo)
+    this.covered = upTo
   }
 
   /**
@@ -60,7 +50,7 @@ export class KeywordIndex implements KeywordSource {
    * index was built after its commit) and is skipped; one past `covered` means a change was
    * missed, and it returns false (drop the index).
    */
-  add(label: number, tf: ReadonlyMap<string, number>): boolean {
+  add(label: number, tf: TermCounts): boolean {
     if (label < this.covered) return true
     if (label > this.covered) return false
     this.grow(label + 1)

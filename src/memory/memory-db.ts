@@ -7,20 +7,25 @@ import type { MemoryEntry } from '../core/memory-store.js'
 export type StoredEntry = MemoryEntry & { len: number }
 export interface TenantStats { docs: number; totalLength: number; next: number }
 
-/** The memory store's LMDB environment (`<dataDir>/memory/lmdb`): the truth the HNSW index is a cache of. */
+/**
+ * The layout this build writes. 1: a row per (tenant, term, entry) posting and a float32 copy of
+ * every vector; 2: posting blocks, and no vectors — they are derived from the content by the
+ * embedder, kept in the HNSW index file and, until a file covers them, in process memory.
+ */
+export const MEMORY_LAYOUT = 2
+
+/** The memory store's LMDB environment (`<dataDir>/memory/lmdb`): the truth (entries and their postings) the HNSW index is a cache of. */
 export interface MemoryDb {
   root: RootDatabase
   meta: Database<unknown, string>
   /** [tenant, label] → entry */
   entries: Database<StoredEntry, [string, number]>
-  /** [tenant, label] → vector (float32 bytes) */
-  vectors: Database<Buffer, [string, number]>
   /** entry id → [tenant, label] */
   ids: Database<[string, number], string>
   /** [tenant, session, label] → 1 */
   bySession: Database<number, [string, string, number]>
-  /** [tenant, term, label] → term frequency */
-  postings: Database<number, [string, string, number]>
+  /** [tenant, first label] → the keyword postings of the entries one add() call committed (see posting-blocks.ts) */
+  blocks: Database<Buffer, [string, number]>
   /** tenant → stats */
   stats: Database<TenantStats, string>
   /** [tenant, label] → 1: deleted since the tenant's index file was last saved */
@@ -52,22 +57,11 @@ export function openMemoryDb(dataDir: string, durability: 'fsync' | 'relaxed' = 
     root,
     meta: root.openDB({ name: 'meta' }),
     entries: root.openDB({ name: 'entries' }),
-    vectors: root.openDB({ name: 'vectors', encoding: 'binary' }),
     ids: root.openDB({ name: 'ids' }),
     bySession: root.openDB({ name: 'by_session' }),
-    postings: root.openDB({ name: 'postings' }),
+    blocks: root.openDB({ name: 'posting_blocks', encoding: 'binary' }),
     stats: root.openDB({ name: 'stats' }),
     tombstones: root.openDB({ name: 'tombstones' }),
     deletedSessions: root.openDB({ name: 'deleted_sessions' }),
   }
-}
-
-export function toBytes(v: readonly number[]): Buffer {
-  const f = Float32Array.from(v)
-  return Buffer.from(f.buffer, f.byteOffset, f.byteLength)
-}
-
-export function fromBytes(b: Uint8Array): number[] {
-  const f = new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4)
-  return Array.from(f)
 }

@@ -4,7 +4,8 @@ import type { Logger } from '../core/logger.js'
 import { DamagedIndexError } from './index-file.js'
 import { TenantIndex, moveAside, type HnswParams, type IndexFileRecord } from './hnsw-index.js'
 import type { WriteHealth } from '../core/write-health.js'
-import { fromBytes, type MemoryDb } from './memory-db.js'
+import type { Embedder } from '../core/memory-store.js'
+import type { MemoryDb } from './memory-db.js'
 import { cosine, type Ranked } from './memory-ranking.js'
 
 export interface TenantIndexCacheOptions {
@@ -12,27 +13,44 @@ export interface TenantIndexCacheOptions {
   dir: string
   dim: number
   params: HnswParams
-  /** Save a tenant's index after this many changes (and at close). */
+  /** Makes the vectors of entries that have none in memory (after a restart, a rebuild, an embedder change). */
+  embedder: Embedder
+  /**
+   * Save a tenant's index once its changes since the last save reach `saveGrowth` × its
+   * size, and at least `saveEvery` (and at close): the bytes written stay proportional to
+   * the index's size, not to its size × adds.
+   */
   saveEvery: number
+  saveGrowth: number
   logger: Logger
 }
 
-/** Labels inserted between two turns of the event loop (HNSW inserts are CPU-bound). */
-const SLICE = 100
+/** Milliseconds of HNSW inserts between two turns of the event loop (inserts are CPU-bound and synchronous). */
+const SLICE_MS = 8
+/** Entries embedded at a time when their vectors are not in memory. */
+const EMBED_BATCH = 128
+/** After indexing failed (an embedder endpoint down…), wait this long before trying again. */
+const RETRY_MS = 5_000
 
 /**
- * The tenants' HNSW indexes, kept behind LMDB (the truth) without ever failing a caller:
+ * The tenants' HNSW indexes, kept behind LMDB (the truth) without ever failing a caller.
+ * Vectors are derived data: LMDB keeps the entries' content, not their vectors.
  *
  * - Labels below an index's `covered` are in it (or deleted); labels at or above it are
- *   inserted in the background, in label order, one tenant at a time, and until then
- *   {@link nearest} finds them by an exact scan of that tail. So search results are
- *   complete whatever state the index is in.
+ *   inserted in the background, in label order, a few milliseconds at a time, and until then
+ *   their vectors wait in memory (`tail`) and {@link nearest} finds them by an exact scan.
+ *   `add()` hands its vectors over after the commit and returns: acknowledging does not wait
+ *   for the index.
+ * - Entries whose vectors are not in memory — the unsaved part after a restart or crash, a
+ *   rebuild, an embedder change — are embedded again from their content, in the background;
+ *   until then they are found by keywords only.
  * - A missing or damaged file, or an insert or search that throws, gives the tenant a fresh
  *   index that is filled from LMDB the same way (a rebuild), with one warning in the log;
  *   the fresh file is saved once it is complete.
- * - Saving a file never fails an operation either: a failed save is logged and tried again
- *   after `saveEvery` more changes. Each save is recorded in LMDB (file name and sha256),
- *   and a file that does not match the record is not loaded.
+ * - An index is saved when its changes since the last save reach a share of its size, and at
+ *   close. Saving never fails an operation: a failed save is logged and tried again after as
+ *   many changes again. Each save is recorded in LMDB (file name and sha256), and a file that
+ *   does not match the record is not loaded.
  */
 export class TenantIndexCache {
   private readonly draining = new Map<string, Promise<void>>()
@@ -42,6 +60,10 @@ export class TenantIndexCache {
   private readonly saveScheduled = new Set<string>()
   /** After a failed save: the change count at which to try again. */
   private readonly saveAt = new Map<string, number>()
+  /** Per tenant, vectors of labels at or above its index's `covered`, waiting to be inserted (null: the embedder gave a vector of the wrong length). */
+  private readonly tails = new Map<string, Map<number, Float32Array | null>>()
+  /** After indexing failed: when to try again. */
+  private readonly retryAt = new Map<string, number>()
   private closing = false
 
   constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, private readonly writes: WriteHealth, private readonly opts: TenantIndexCacheOptions) {}
@@ -83,15 +105,14 @@ export class TenantIndexCache {
   }
 
   /**
-   * Brings the tenants' indexes up to what LMDB holds. Resolves once they cover it — or at
-   * once for a tenant being rebuilt (that can take a while; searches scan what it lacks).
-   * Never rejects.
+   * Committed entries' vectors, handed over after the commit: searchable at once (exact scan),
+   * inserted into the index in the background. Returns at once.
    */
-  async indexed(tenants: Iterable<string>): Promise<void> {
-    for (const tenant of tenants) {
-      const done = this.catchUp(tenant)
-      if (!this.rebuilding.has(tenant)) await done
-    }
+  added(tenant: string, vectors: ReadonlyArray<{ label: number; vector: number[] }>): void {
+    const index = this.get(tenant)
+    const tail = this.tail(tenant)
+    for (const { label, vector } of vectors) if (label >= index.covered) tail.set(label, this.checked(vector))
+    void this.catchUp(tenant)
   }
 
   /** Nearest labels by cosine among all of the tenant's vectors: the index, plus an exact scan of what it does not cover yet. */
@@ -103,26 +124,49 @@ export class TenantIndexCache {
     } catch (err) {
       index = this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB')
     }
-    for (const { key, value } of this.db.vectors.getRange({ start: [tenant, index.covered], end: [tenant, Infinity] })) {
-      if (value.byteLength === this.opts.dim * 4) found.push({ label: key[1] as number, score: cosine(vector, fromBytes(value)) })
+    const tail = this.tails.get(tenant)
+    if (tail) {
+      for (const [label, v] of tail) {
+        if (label < index.covered) tail.delete(label)
+        else if (v) found.push({ label, score: cosine(vector, v) })
+      }
     }
+    if (index.covered < this.next(tenant)) void this.catchUp(tenant)
     return found.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
+  }
+
+  /** The label's vector, from the index or the tail; undefined when neither has it (deleted, or not embedded again yet). */
+  vectorOf(tenant: string, label: number): ArrayLike<number> | undefined {
+    const tail = this.tails.get(tenant)?.get(label)
+    if (tail !== undefined) return tail ?? undefined
+    const index = this.get(tenant)
+    return label < index.covered ? index.point(label) : undefined
   }
 
   /** Labels just deleted in LMDB leave the in-memory index too (their tombstones cover the saved file). */
   removed(tenant: string, labels: readonly number[]): void {
     const index = this.indexes.get(tenant)
-    if (index) for (const l of labels) index.remove(l)
+    const tail = this.tails.get(tenant)
+    for (const l of labels) {
+      index?.remove(l)
+      tail?.delete(l)
+    }
   }
 
-  /** Throws the tenant's index away and builds it again from LMDB, synchronously (for measurements). */
-  rebuildNow(tenant: string): TenantIndex {
+  /** Throws the tenant's index away and builds it again from the entries in LMDB, re-embedding them (for measurements). */
+  async rebuildNow(tenant: string): Promise<TenantIndex> {
     const index = TenantIndex.create(this.opts.dim, this.opts.params)
-    for (const { key, value } of this.db.vectors.getRange({ start: [tenant, 0], end: [tenant, Infinity] })) {
-      if (value.byteLength === this.opts.dim * 4) index.add(key[1] as number, fromBytes(value))
+    const next = this.next(tenant)
+    for (let from = 0; from < next;) {
+      const batch = [...this.db.entries.getRange({ start: [tenant, from], end: [tenant, next], limit: 1024 })]
+      if (batch.length === 0) break
+      const vectors = await this.opts.embedder.embed(batch.map((e) => e.value.content))
+      batch.forEach((e, i) => index.add(e.key[1] as number, vectors[i]!))
+      from = (batch.at(-1)!.key[1] as number) + 1
     }
-    index.covered = Math.max(index.covered, this.next(tenant))
+    index.covered = Math.max(index.covered, next)
     this.rebuilding.delete(tenant)
+    this.tails.delete(tenant)
     this.indexes.set(tenant, index)
     return index
   }
@@ -132,57 +176,80 @@ export class TenantIndexCache {
     for (const tenant of [...this.indexes.keys()]) if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.save(tenant)
   }
 
-  /** Stops the background work, then saves what changed. */
+  /** Stops the background work, inserts the vectors waiting in memory (no embedding), then saves what changed. */
   async close(): Promise<void> {
     this.closing = true
     await Promise.all([...this.draining.values(), ...this.saving.values()])
     for (const tenant of [...this.indexes.keys()]) {
-      if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.writeFile(tenant).catch((err: unknown) => this.saveFailed(tenant, err))
+      const index = this.indexes.get(tenant)
+      if (!index) continue
+      this.insertFromTail(tenant, index, this.next(tenant), Infinity)
+      if (index.dirty > 0) await this.writeFile(tenant).catch((err: unknown) => this.saveFailed(tenant, err))
     }
   }
 
   private catchUp(tenant: string): Promise<void> {
     const running = this.draining.get(tenant)
     if (running) return running
+    if ((this.retryAt.get(tenant) ?? 0) > Date.now()) return Promise.resolve()
     // Started a microtask later, so the entry is in the map before drain() can remove it.
     const done = Promise.resolve().then(() => this.drain(tenant))
     this.draining.set(tenant, done)
     return done
   }
 
-  /** Inserts the labels from `covered` up to LMDB's next label, a slice per event-loop turn. Never rejects. */
+  /**
+   * Inserts the labels from `covered` up to LMDB's next label, a few milliseconds per turn of
+   * the event loop; labels whose vectors are not in memory are embedded from their content
+   * first. Never rejects: a failure is logged and retried a little later.
+   */
   private async drain(tenant: string): Promise<void> {
     try {
       for (;;) {
         const index = this.indexes.get(tenant)
         const next = this.next(tenant)
         if (this.closing || !index || index.covered >= next) break
-        // Read and inserted in one synchronous step: a deletion committed meanwhile is either
-        // absent from the slice or removed from the index after it.
-        const slice = [...this.db.vectors.getRange({ start: [tenant, index.covered], end: [tenant, next], limit: SLICE })]
-        const upTo = slice.length < SLICE ? next : (slice.at(-1)!.key[1] as number) + 1
-        const outcome = this.insert(tenant, index, slice)
+        const outcome = this.insertFromTail(tenant, index, next, performance.now() + SLICE_MS)
         if (outcome === 'stop') break
-        if (outcome === 'ok') index.covered = Math.max(index.covered, upTo)
-        await new Promise<void>((r) => setImmediate(r))
+        if (outcome === 'embed') await this.embedMissing(tenant, index.covered, next)
+        else await new Promise<void>((r) => setImmediate(r))
       }
+      this.retryAt.delete(tenant)
       this.caughtUp(tenant)
     } catch (err) {
-      this.opts.logger.error({ err, tenant_key: tenantKey(tenant) }, 'indexing memory entries failed; searches scan what the index lacks')
+      this.retryAt.set(tenant, Date.now() + RETRY_MS)
+      this.opts.logger.error({ err, tenant_key: tenantKey(tenant) }, 'indexing memory entries failed; searches scan what the index lacks, and it is tried again')
     } finally {
       this.draining.delete(tenant)
     }
   }
 
-  private insert(tenant: string, index: TenantIndex, slice: ReadonlyArray<{ key: [string, number]; value: Buffer }>): 'ok' | 'retry' | 'stop' {
-    for (const { key, value } of slice) {
-      const label = key[1]
-      if (value.byteLength !== this.opts.dim * 4) {
-        this.opts.logger.warn({ tenant_key: tenantKey(tenant), label, bytes: value.byteLength }, 'a stored memory vector has the wrong length: the entry is found by keywords only')
+  /**
+   * Inserts labels from `covered` on, in order, while their vectors are in the tail, until
+   * `next` or the deadline: 'embed' when the next live label has no vector in memory.
+   * Synchronous, so a deletion committed meanwhile is applied before or after, never between.
+   */
+  private insertFromTail(tenant: string, index: TenantIndex, next: number, deadline: number): 'ok' | 'embed' | 'retry' | 'stop' {
+    const tail = this.tail(tenant)
+    let n = 0
+    while (index.covered < next) {
+      if ((++n & 15) === 0 && performance.now() > deadline) return 'ok'
+      const label = index.covered
+      const vector = tail.get(label)
+      if (vector === undefined) {
+        if (this.db.entries.doesExist([tenant, label])) return 'embed'
+        index.covered = label + 1 // deleted
+        continue
+      }
+      if (vector === null) {
+        this.opts.logger.warn({ tenant_key: tenantKey(tenant), label }, 'the embedder gave a memory entry a vector of the wrong length: the entry is found by keywords only')
+        tail.delete(label)
+        index.covered = label + 1
         continue
       }
       try {
-        index.add(label, fromBytes(value))
+        index.add(label, Array.from(vector))
+        tail.delete(label)
       } catch (err) {
         if (this.rebuilding.has(tenant)) {
           // A fresh index fails too: stop here; the next add resumes, searches scan the rest.
@@ -194,6 +261,31 @@ export class TenantIndexCache {
       }
     }
     return 'ok'
+  }
+
+  /** Embeds the content of up to EMBED_BATCH live entries from `from` whose vectors are not in memory, into the tail. */
+  private async embedMissing(tenant: string, from: number, next: number): Promise<void> {
+    const tail = this.tail(tenant)
+    const batch: Array<{ label: number; content: string }> = []
+    for (const { key, value } of this.db.entries.getRange({ start: [tenant, from], end: [tenant, next] })) {
+      if (batch.length === EMBED_BATCH) break
+      if (!tail.has(key[1] as number)) batch.push({ label: key[1] as number, content: value.content })
+    }
+    if (batch.length === 0) return
+    const vectors = await this.opts.embedder.embed(batch.map((b) => b.content))
+    // After the await: only entries still there, and not inserted meanwhile by another index.
+    const covered = this.indexes.get(tenant)?.covered ?? 0
+    batch.forEach((b, i) => { if (b.label >= covered && this.db.entries.doesExist([tenant, b.label])) tail.set(b.label, this.checked(vectors[i]!)) })
+  }
+
+  private checked(vector: readonly number[]): Float32Array | null {
+    return vector.length === this.opts.dim ? Float32Array.from(vector) : null
+  }
+
+  private tail(tenant: string): Map<number, Float32Array | null> {
+    let tail = this.tails.get(tenant)
+    if (!tail) { tail = new Map(); this.tails.set(tenant, tail) }
+    return tail
   }
 
   /** An index whose native calls threw is not trusted again: a fresh one takes its place and is filled from LMDB. */
@@ -212,7 +304,7 @@ export class TenantIndexCache {
     if (this.rebuilding.delete(tenant)) {
       this.opts.logger.info({ tenant_key: tenantKey(tenant), labels: index.covered }, 'memory index rebuilt from LMDB')
       this.scheduleSave(tenant)
-    } else if (index.dirty >= (this.saveAt.get(tenant) ?? this.opts.saveEvery)) {
+    } else if (index.dirty >= (this.saveAt.get(tenant) ?? this.saveThreshold(index))) {
       this.scheduleSave(tenant)
     }
   }
@@ -267,9 +359,14 @@ export class TenantIndexCache {
     this.saveAt.delete(tenant)
   }
 
+  /** Changes after which an index is saved: a share of its size, so saving costs O(size) bytes per O(size) changes. */
+  private saveThreshold(index: TenantIndex): number {
+    return Math.max(this.opts.saveEvery, Math.ceil(this.opts.saveGrowth * index.covered))
+  }
+
   private saveFailed(tenant: string, err: unknown): void {
     const index = this.indexes.get(tenant)
-    if (index) this.saveAt.set(tenant, index.dirty + this.opts.saveEvery)
+    if (index) this.saveAt.set(tenant, index.dirty + this.saveThreshold(index))
     this.opts.logger.warn({ err, tenant_key: tenantKey(tenant) }, 'saving a memory index failed; it is saved again later (LMDB has every entry)')
   }
 

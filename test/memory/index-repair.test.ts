@@ -1,5 +1,5 @@
-// The HNSW store repairs its index instead of failing: a save on a full disk, a stored
-// vector hnswlib cannot take, a missing or damaged file — each is logged and mended while
+// The HNSW store repairs its index instead of failing: a save on a full disk, a vector of
+// the wrong length, a missing or damaged file — each is logged and mended while
 // every call answers, and searches meanwhile scan exactly what the index lacks.
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
@@ -9,12 +9,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import type { NewMemoryEntry } from '../../src/core/memory-store.js'
+import type { Embedder, NewMemoryEntry } from '../../src/core/memory-store.js'
 import { BruteForceMemoryStore } from '../../src/memory/brute-force-memory-store.js'
 import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { HnswMemoryStore, type HnswMemoryOptions } from '../../src/memory/hnsw-memory-store.js'
 import { inspectIndexFile } from '../../src/memory/index-file.js'
-import { openMemoryDb } from '../../src/memory/memory-db.js'
 import { eventually } from '../helpers/harness.js'
 
 const embedder = new HashedEmbedder()
@@ -65,30 +64,36 @@ t.test('an index save on a full disk is logged and tried again later; the adds a
   t.same(logs.filter((l) => l.level >= 40), [], 'and it loads without a warning')
 })
 
-t.test('a stored vector the index cannot take is skipped with a warning, not a failure', async (t) => {
+t.test('a vector of the wrong length from the embedder is skipped with a warning, not a failure — when adding and when rebuilding', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-index-badvec-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const logs: any[] = []
-  let store = await openStore(dir, logs)
+  // An embedder endpoint that answers one text with a short vector (the store takes any Embedder).
+  const flaky: Embedder = {
+    id: embedder.id, dimensions: embedder.dimensions,
+    embed: async (texts) => (await embedder.embed(texts)).map((v, i) => (texts[i]!.includes('item 838 ') ? v.slice(0, 10) : v)),
+  }
+  let store = await openStore(dir, logs, { embedder: flaky })
   const texts = corpus(6)
   await store.add(texts.map(entry))
-  await store.close()
-  // Damage one vector in LMDB, and drop the index file so the store builds it from LMDB.
-  const db = openMemoryDb(dir, 'relaxed')
-  await db.vectors.put(['acme', 2], Buffer.alloc(10))
-  await db.root.close()
-  rmSync(join(dir, 'memory', 'hnsw'), { recursive: true })
-  store = await openStore(dir, logs)
-  t.teardown(() => store.close())
   for (const i of [0, 4]) t.match((await store.search({ tenant: 'acme', text: texts[i]!, limit: 1, mode: 'vector' }))[0]?.entry.content, texts[i])
+  await eventually(() => logs.find((l) => /wrong length/.test(l.msg)))
+  await store.close()
+  // Without the index file, the store embeds every entry again from its content.
+  rmSync(join(dir, 'memory', 'hnsw'), { recursive: true })
+  logs.length = 0
+  store = await openStore(dir, logs, { embedder: flaky })
+  t.teardown(() => store.close())
+  t.match((await store.search({ tenant: 'acme', text: texts[4]!, limit: 1 }))[0]?.entry.content, texts[4], 'found while the index is rebuilt')
   await eventually(() => logs.find((l) => l.msg === 'memory index rebuilt from LMDB'))
   t.match((await store.search({ tenant: 'acme', text: texts[2]!, limit: 1, mode: 'keyword' }))[0]?.entry.content, texts[2], 'the entry is still found by its words')
+  t.notOk((await store.search({ tenant: 'acme', text: texts[2]!, limit: 6, mode: 'vector' })).some((h) => h.entry.content === texts[2]), 'but not by a vector it does not have')
   t.match((await store.search({ tenant: 'acme', text: texts[4]!, limit: 1, mode: 'vector' }))[0]?.entry.content, texts[4], 'and the others through the rebuilt index')
-  t.match(logs.filter((l) => l.msg === 'a stored memory vector has the wrong length: the entry is found by keywords only'), [{ level: 40, label: 2, bytes: 10 }])
+  t.match(logs.filter((l) => /wrong length/.test(l.msg)), [{ level: 40, label: 2 }])
   t.equal((await store.add([entry('One more after the repair.')])).length, 1)
 })
 
-t.test('while an index is rebuilt in the background, searches scan exactly what it lacks', async (t) => {
+t.test('while an index is rebuilt in the background, searches answer at once — by keywords what is not embedded again yet, exactly what is', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-index-tail-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const logs: any[] = []
@@ -105,9 +110,18 @@ t.test('while an index is rebuilt in the background, searches scan exactly what 
   t.teardown(() => store.close())
   const queries = ['who fixed the printer', 'paid invoices by Bo', 'travel plans moved', 'the roof item 301', 'recipes checked by Ed']
   const top = async (s: { search: HnswMemoryStore['search'] }, q: string) => (await s.search({ tenant: 'acme', text: q, limit: 5, mode: 'vector' })).map((h) => h.entry.content)
-  for (const q of queries) t.same(await top(store, q), await top(reference, q), `exact while rebuilding: ${q}`)
+  for (const [i, q] of queries.entries()) {
+    const hits = await store.search({ tenant: 'acme', text: q, limit: 5 })
+    t.equal(hits.length, 5, `hybrid search answers while rebuilding: ${q}`)
+    // What has no vector yet is still found by its words.
+    t.ok((await store.search({ tenant: 'acme', text: texts[700 + i]!, limit: 2 })).some((h) => h.entry.content === texts[700 + i]), `found by its words: ${texts[700 + i]}`)
+  }
   t.ok(store.indexFor('acme').covered < texts.length, 'the rebuild does not hold the first search: it goes on in the background')
-  await eventually(() => logs.find((l) => l.msg === 'memory index rebuilt from LMDB' && l.labels === texts.length), 30_000)
+  // Just-added entries are found by their vectors at once, before the rebuild reaches them.
+  await store.add([entry('A brand new note about the lighthouse keeper.')])
+  t.match((await store.search({ tenant: 'acme', text: 'brand new note about the lighthouse keeper', limit: 1, mode: 'vector' }))[0]?.entry.content, /lighthouse/)
+  await reference.add([entry('A brand new note about the lighthouse keeper.')])
+  await eventually(() => logs.find((l) => l.msg === 'memory index rebuilt from LMDB' && l.labels === texts.length + 1), 30_000)
   for (const q of queries) t.same((await top(store, q))[0], (await top(reference, q))[0], `through the rebuilt index: ${q}`)
-  t.ok(await eventually(() => indexFiles(dir).some((f) => f.endsWith('.800.bin'))), 'and the fresh index is saved once complete')
+  t.ok(await eventually(() => indexFiles(dir).some((f) => f.endsWith('.801.bin'))), 'and the fresh index is saved once complete')
 })

@@ -1,5 +1,6 @@
 // The in-memory keyword index against the reference BM25 (bm25() over plain maps, and over the
-// postings in LMDB the way the store read them before): same scores, same order, same ties.
+// entries in LMDB, tokenised again): same scores, same order, same ties — kept current in place
+// and built from the posting blocks alike.
 import t from 'tap'
 import fc from 'fast-check'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -8,6 +9,8 @@ import { join } from 'node:path'
 import { bm25, termFrequencies, type KeywordSource } from '../../src/memory/bm25.js'
 import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { HnswMemoryStore } from '../../src/memory/hnsw-memory-store.js'
+import { buildKeywordIndex } from '../../src/memory/keyword-build.js'
+import { decodeBlock } from '../../src/memory/posting-blocks.js'
 import { KeywordIndex, TopK } from '../../src/memory/keyword-index.js'
 import type { MemoryDb } from '../../src/memory/memory-db.js'
 import { exactMatches } from '../../src/memory/memory-ranking.js'
@@ -24,14 +27,14 @@ function mapSource(docs: Map<number, Map<string, number>>): KeywordSource {
   }
 }
 
-/** How the store read its keyword statistics before: from LMDB, one row (and one entry) per posting. */
+/** The truth: the tenant's live entries in LMDB, each tokenised again (what the postings are made from). */
 function lmdbSource(db: MemoryDb, tenant: string): KeywordSource {
+  const docs = new Map<number, Map<string, number>>()
+  for (const { key, value } of db.entries.getRange({ start: [tenant, 0], end: [tenant, Infinity] })) docs.set(key[1] as number, termFrequencies(tokenize(value.content)))
   const stats = db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-  return {
-    stats: () => ({ docs: stats.docs, totalLength: stats.totalLength }),
-    postings: (term) => db.postings.getRange({ start: [tenant, term, 0], end: [tenant, term, Infinity] }).map(({ key, value }) => ({ label: key[2] as number, tf: value })),
-    length: (label) => db.entries.get([tenant, label])?.len ?? 0,
-  }
+  const source = mapSource(docs)
+  if (JSON.stringify(source.stats()) !== JSON.stringify({ docs: stats.docs, totalLength: stats.totalLength })) throw new Error('stored stats disagree with the entries')
+  return source
 }
 
 const VOCAB = ['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'x1', 'x2']
@@ -107,7 +110,7 @@ t.test('store: adds, session deletions and entry deletions keep the in-memory in
   const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
   t.teardown(() => store.close())
   const db = (store as unknown as { db: MemoryDb }).db
-  t.ok(db && typeof db.postings.getRange === 'function', 'the store keeps its LMDB handles in `db`')
+  t.ok(db && typeof db.blocks.getRange === 'function', 'the store keeps its LMDB handles in `db`')
   const tenants = ['t', 'tt', 'other']
   let seed = 1
   const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n }
@@ -127,7 +130,7 @@ t.test('store: adds, session deletions and entry deletions keep the in-memory in
     for (const tenant of tenants) {
       const live = store.keywordIndex(tenant)
       t.equal(live, kept.get(tenant), `round ${round}: the same index, updated in place (not dropped and rebuilt)`)
-      const rebuilt = KeywordIndex.build(db, tenant)
+      const rebuilt = buildKeywordIndex(db, tenant)
       const ref = lmdbSource(db, tenant)
       t.same(live.stats(), ref.stats(), `round ${round}: stats as in LMDB`)
       t.same(rebuilt.stats(), ref.stats())
@@ -154,4 +157,11 @@ t.test('store: adds, session deletions and entry deletions keep the in-memory in
     }
   }
   t.ok(compared > 50, `searches with hits compared (${compared})`)
+  for (const tenant of tenants) {
+    const inBlocks: number[] = []
+    for (const { key, value } of db.blocks.getRange({ start: [tenant, 0], end: [tenant, Infinity] })) decodeBlock(key[1] as number, value, (label) => inBlocks.push(label))
+    const live = [...db.entries.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })].map((k) => k[1] as number)
+    t.same(inBlocks, live, `${tenant}: the posting blocks hold exactly the live entries (a deleted entry's words leave the disk)`)
+    t.ok(live.length < (db.stats.get(tenant)?.next ?? 0), 'some were deleted')
+  }
 })

@@ -185,7 +185,7 @@ t.test('a file that ends before its last page, whose missing pages are free, is 
   const db = openMemoryDb(dir, 'fsync')
   try {
     let values = 0
-    for (const d of [db.meta, db.entries, db.vectors, db.ids, db.bySession, db.postings, db.stats, db.tombstones]) {
+    for (const d of [db.meta, db.entries, db.blocks, db.ids, db.bySession, db.stats, db.tombstones]) {
       for (const _ of (d as import('lmdb').Database).getRange()) values++
     }
     t.ok(values > 0, `LMDB reads every value of every database (${values})`)
