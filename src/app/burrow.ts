@@ -42,6 +42,8 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
   const logger = opts.logger ?? createLogger(config.logLevel)
   const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true })
   const built = await buildService(config, { logger, telemetry: metrics, version: VERSION })
+  const memory = built.memory
+  if (memory?.indexBacklog) metrics.watch('burrow_memory_index_backlog', 'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).', () => memory.indexBacklog!())
   const app = await buildHttpServer(config, built.service, metrics, logger)
   const drain = new HttpDrain(app.server)
   let closing: Promise<void> | null = null

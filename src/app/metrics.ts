@@ -47,5 +47,10 @@ export class Metrics implements Telemetry, RestMetrics {
   sseOpened(): void { this.streamOpened() }
   sseClosed(): void { this.streamClosed() }
 
+  /** A gauge read when /metrics is scraped. */
+  watch(name: string, help: string, read: () => number): void {
+    new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()) } })
+  }
+
   text(): Promise<string> { return this.registry.metrics() }
 }

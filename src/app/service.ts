@@ -28,6 +28,8 @@ export interface BuiltService {
   projector?: Projector
   /** Present with the memory store: the indexing worker (tests wait on it). */
   indexer?: MemoryIndexer
+  /** Present with the memory store. */
+  memory?: MemoryStore
   close(): Promise<void>
 }
 
@@ -101,7 +103,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   if (config.sessionStore === 'off') {
     service = new EphemeralSessionService({ ...common, idempotency: new MemoryIdempotencyStore(IDEMPOTENCY_TTL_MS) })
     cleanup.push(memoryClose)
-    return { service, ...(indexer ? { indexer } : {}), close: closeAll }
+    return { service, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), close: closeAll }
   }
 
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
@@ -141,7 +143,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   cleanup.push(async () => clearInterval(sweep))
   // Housekeeping: a store that cannot write yet must not keep the service from serving reads.
   await repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
-  return { service, projector, ...(indexer ? { indexer } : {}), close: closeAll }
+  return { service, projector, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), close: closeAll }
 }
 
 /**

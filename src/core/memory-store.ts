@@ -84,6 +84,8 @@ export interface MemoryStore {
    * (disk full, I/O error — `add` and `deleteSession` then throw `STORE_UNAVAILABLE`), true
    * again after the next write succeeds. Searches work either way. Cheap and synchronous.
    */
+  /** Entries acknowledged but not yet in the vector index (searched exactly meanwhile); absent when the store has no such lag. */
+  indexBacklog?(): number
   healthy(): boolean
   close(): Promise<void>
 }

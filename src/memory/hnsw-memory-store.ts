@@ -335,6 +335,11 @@ export class HnswMemoryStore implements MemoryStore {
     return !this.closed && this.writes.writable
   }
 
+  /** Entries acknowledged but not yet in their tenant's HNSW index (of the tenants loaded). */
+  indexBacklog(): number {
+    return this.cache.backlog()
+  }
+
   /** Saves every index with unsaved changes (failures are logged: LMDB has every entry). */
   async save(): Promise<void> {
     await this.cache.saveAll()

@@ -29,6 +29,8 @@ export interface TenantIndexCacheOptions {
 const SLICE_MS = 8
 /** Entries embedded at a time when their vectors are not in memory. */
 const EMBED_BATCH = 128
+/** At close, time spent inserting what waits in memory before the last save (a shutdown should not wait on a long backlog). */
+const CLOSE_BUDGET_MS = 2_000
 /** After indexing failed (an embedder endpoint down…), wait this long before trying again. */
 const RETRY_MS = 5_000
 
@@ -171,19 +173,30 @@ export class TenantIndexCache {
     return index
   }
 
+  /** Entries LMDB holds that the loaded indexes do not cover yet. */
+  backlog(): number {
+    let n = 0
+    for (const [tenant, index] of this.indexes) n += Math.max(0, this.next(tenant) - index.covered)
+    return n
+  }
+
   /** Saves every index with unsaved changes; failures are logged. */
   async saveAll(): Promise<void> {
     for (const tenant of [...this.indexes.keys()]) if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.save(tenant)
   }
 
-  /** Stops the background work, inserts the vectors waiting in memory (no embedding), then saves what changed. */
+  /**
+   * Stops the background work, inserts the vectors waiting in memory (no embedding) for up to
+   * CLOSE_BUDGET_MS in all, then saves what changed. What is left is embedded again at the next start.
+   */
   async close(): Promise<void> {
     this.closing = true
     await Promise.all([...this.draining.values(), ...this.saving.values()])
+    const deadline = performance.now() + CLOSE_BUDGET_MS
     for (const tenant of [...this.indexes.keys()]) {
       const index = this.indexes.get(tenant)
       if (!index) continue
-      this.insertFromTail(tenant, index, this.next(tenant), Infinity)
+      this.insertFromTail(tenant, index, this.next(tenant), deadline)
       if (index.dirty > 0) await this.writeFile(tenant).catch((err: unknown) => this.saveFailed(tenant, err))
     }
   }

@@ -446,3 +446,17 @@ t.test('without the memory store the management routes are MEMORY_STORE_DISABLED
     t.equal(r.body.code, 'MEMORY_STORE_DISABLED')
   }
 })
+
+t.test('POST /v1/memory answers before the vector index takes the entries; /metrics shows the backlog until it has', async (t) => {
+  const h = await startBurrow(MEM)
+  t.teardown(() => h.close())
+  const backlog = async () => Number(/^burrow_memory_index_backlog (\d+)$/m.exec(await (await fetch(`${h.url}/metrics`)).text())?.[1])
+  t.equal(await backlog(), 0, 'nothing waits before any entry')
+  const texts = Array.from({ length: 1000 }, (_, i) => `Entry ${i}: the ${['barn', 'mill', 'forge', 'quay'][i % 4]} log number ${i * 37 % 1000} was signed by clerk ${i % 23}.`)
+  t.equal((await h.api.post('/v1/memory', texts.map((content) => ({ content })))).status, 201)
+  const waiting = await backlog()
+  t.ok(waiting > 0 && waiting <= 1000, `the answer did not wait for the index (${waiting} entries still waiting)`)
+  const hit = (await h.api.get(`/v1/memory/search?q=${encodeURIComponent(texts[999]!)}&limit=1`)).body.results[0]
+  t.equal(hit?.content, texts[999], 'the last entry is found at once')
+  t.ok(await eventually(async () => (await backlog()) === 0, 30_000), 'and the index catches up')
+})
