@@ -64,6 +64,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
         default_model: caps.default_model,
         tenancy: caps.auth ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)` : 'single-tenant (no BURROW_API_KEYS: no auth)',
         data_dir: config.dataDir,
+        ...(built.embedder ? { embedder: built.embedder } : {}),
         address: url,
         version: VERSION,
       }, `burrow listening on ${url}`)

@@ -13,6 +13,11 @@ export interface Config {
   anthropic: { apiKey: string | undefined; baseUrl: string }
   openai: { apiKey: string | undefined; baseUrl: string; configured: boolean }
   embeddings: { url: string | undefined; model: string | undefined; apiKey: string | undefined }
+  /**
+   * Which embedder memory uses: `BURROW_EMBEDDER` (`hashed` or `use-lite`), or `endpoint` when
+   * `BURROW_EMBEDDINGS_URL` is set (setting both is a configuration error).
+   */
+  embedder: 'hashed' | 'use-lite' | 'endpoint'
   apiKeys: Map<string, string>
   durability: 'fsync' | 'relaxed'
   corsOrigins: string[] | undefined
@@ -50,6 +55,12 @@ export class ConfigError extends StartupError {
 
 type Env = Record<string, string | undefined>
 
+/**
+ * The embedder when `BURROW_EMBEDDER` is unset, chosen from the recall benchmark's numbers
+ * (README: Memory, docs/benchmarks.md: memory-recall).
+ */
+export const DEFAULT_EMBEDDER: 'hashed' | 'use-lite' = 'hashed'
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
 /** Reads and checks the environment; throws one `ConfigError` listing every bad variable. */
@@ -69,6 +80,7 @@ export function loadConfig(env: Env = process.env): Config {
     anthropic: { apiKey: r.str('ANTHROPIC_API_KEY'), baseUrl: r.url('ANTHROPIC_BASE_URL') ?? 'https://api.anthropic.com' },
     openai: { apiKey: openaiKey, baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1', configured: Boolean(openaiKey || openaiBase) },
     embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL'), apiKey: r.str('BURROW_EMBEDDINGS_API_KEY') },
+    embedder: r.oneOf('BURROW_EMBEDDER', ['hashed', 'use-lite'], DEFAULT_EMBEDDER),
     apiKeys: r.apiKeys('BURROW_API_KEYS'),
     durability: r.oneOf('BURROW_DURABILITY', ['fsync', 'relaxed'], 'fsync'),
     corsOrigins: r.list('BURROW_CORS_ORIGINS'),
@@ -101,6 +113,11 @@ export function loadConfig(env: Env = process.env): Config {
     minFreeBytes: r.int('BURROW_MIN_FREE_BYTES', 64 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
   }
   if (config.embeddings.url && !config.embeddings.model) problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
+  if (config.embeddings.url) {
+    const chosen = r.str('BURROW_EMBEDDER')
+    if (chosen !== undefined) problems.push(`BURROW_EMBEDDER=${chosen} and BURROW_EMBEDDINGS_URL both choose an embedder: unset one of them (the URL selects the endpoint)`)
+    config.embedder = 'endpoint'
+  }
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
     problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
   }

@@ -30,6 +30,8 @@ export interface BuiltService {
   indexer?: MemoryIndexer
   /** Present with the memory store. */
   memory?: MemoryStore
+  /** Present with the memory store: the embedder's `id` (model and dimensions), for the start-up log. */
+  embedder?: string
   close(): Promise<void>
 }
 
@@ -60,9 +62,11 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
 
   // Memory: the store, its embedder, the agent's tools, and the worker that indexes what compaction discards.
   let memory: MemoryStore | undefined
+  let embedderId: string | undefined
   if (config.memoryStore === 'hnsw') {
     const { HnswMemoryStore } = await optional(() => import('../memory/hnsw-memory-store.js'), 'hnswlib-node and lmdb', 'BURROW_MEMORY_STORE=hnsw')
     const embedder = await buildEmbedder(config)
+    embedderId = embedder.id
     const closable = embedder as Embedder & { close?: () => Promise<void> }
     if (closable.close) cleanup.push(() => closable.close!())
     try {
@@ -103,7 +107,7 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   if (config.sessionStore === 'off') {
     service = new EphemeralSessionService({ ...common, idempotency: new MemoryIdempotencyStore(IDEMPOTENCY_TTL_MS) })
     cleanup.push(memoryClose)
-    return { service, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), close: closeAll }
+    return { service, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
   }
 
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
@@ -143,19 +147,32 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   cleanup.push(async () => clearInterval(sweep))
   // Housekeeping: a store that cannot write yet must not keep the service from serving reads.
   await repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
-  return { service, projector, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), close: closeAll }
+  return { service, projector, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
 }
 
 /**
- * The embedder: an OpenAI-compatible endpoint when configured (probed now, so a wrong
- * URL or model fails start-up), else the offline hashed embedder.
+ * The embedder (`config.embedder`): an OpenAI-compatible endpoint when configured (probed now,
+ * so a wrong URL or model fails start-up), Universal Sentence Encoder lite from its optional
+ * packages (loaded now, so missing packages fail start-up), or the offline hashed embedder.
  */
 async function buildEmbedder(config: Config): Promise<Embedder> {
   const { url, model } = config.embeddings
-  if (!url || !model) {
+  if (config.embedder === 'hashed') {
     const { HashedEmbedder } = await import('../memory/hashed-embedder.js')
     return new HashedEmbedder()
   }
+  if (config.embedder === 'use-lite') {
+    const { UseLiteEmbedder, UseLiteMissingError, USE_LITE_PACKAGES } = await import('../memory/use-lite-embedder.js')
+    try {
+      return await UseLiteEmbedder.open()
+    } catch (err) {
+      if (err instanceof UseLiteMissingError) {
+        throw new StartupError(`BURROW_EMBEDDER=use-lite needs the optional dependencies ${USE_LITE_PACKAGES.join(', ')}, and ${err.missing} could not be loaded. Install them (npm install ${USE_LITE_PACKAGES.join(' ')}) or set BURROW_EMBEDDER=hashed.`)
+      }
+      throw new StartupError(`BURROW_EMBEDDER=use-lite: ${(err as Error).message}`)
+    }
+  }
+  if (!url || !model) throw new StartupError('BURROW_EMBEDDINGS_URL and BURROW_EMBEDDINGS_MODEL must both be set for the embeddings endpoint')
   const { OpenAiEmbedder } = await import('../memory/openai-embedder.js')
   // The OpenAI key goes only to the OpenAI endpoint it belongs to, never to another host.
   const sameHost = new URL(url).origin === new URL(config.openai.baseUrl).origin

@@ -3,7 +3,7 @@ import { BurrowError } from '../core/errors.js'
 import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource, type Posting } from './bm25.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
-import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
+import { CANDIDATES, cosine, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
 import { tokenize } from './text-features.js'
 
 interface Tenant {
@@ -72,7 +72,7 @@ export class BruteForceMemoryStore implements MemoryStore {
     }
     const source = this.source(t)
     const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), Math.max(CANDIDATES, q.limit), accept)
-    return rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
+    return rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined, fusionFor(this.embedder.id)).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
   }
 
   /** Exact nearest neighbours of a vector (the baseline the HNSW index is measured against). */

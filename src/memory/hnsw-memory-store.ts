@@ -14,7 +14,7 @@ import { memoryProbe, type MemoryDb, type StoredEntry, type TenantStats } from '
 import { openUpgraded } from './memory-upgrade.js'
 import { encodeBlock, withoutLabels } from './posting-blocks.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
-import { CANDIDATES, cosine, exactMatches, rank, type Ranked } from './memory-ranking.js'
+import { CANDIDATES, cosine, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
 import { tokenize } from './text-features.js'
 
@@ -159,7 +159,7 @@ export class HnswMemoryStore implements MemoryStore {
     const keywords = this.keywordIndex(q.tenant)
     const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
     const hits: MemoryHit[] = []
-    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined)) {
+    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }

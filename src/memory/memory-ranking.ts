@@ -1,6 +1,5 @@
 import type { MemoryQuery } from '../core/memory-store.js'
 import type { KeywordSource } from './bm25.js'
-import { fuse } from './rank-fusion.js'
 import { exactTerms } from './text-features.js'
 
 /** How many candidates each signal contributes before fusion. */
@@ -9,26 +8,87 @@ export const CANDIDATES = 50
 export interface Ranked { label: number; score: number }
 
 /**
- * Combines the two signals for a query mode: vector similarity (cosine, 0..1), keyword
- * (BM25, normalised to the best hit) or both by reciprocal rank fusion. When the query
- * names exact identifiers (ticket ids, versions, hosts…), the passages that contain all of
- * them (`exact`) rank first in hybrid mode: look-alike ids are close in vector space, but
- * only the exact match answers the question.
+ * How one signal's candidate scores are put on a common 0..1 scale before they are added:
+ * - `minmax`: (s − worst) / (best − worst) over the candidate list;
+ * - `max`: s / best (keeps how far below the best a candidate is, not where the list ends);
+ * - `dbsf`: distribution-based (mean ± 3 standard deviations of the list mapped to 0..1, clamped).
  */
-export function rank(mode: NonNullable<MemoryQuery['mode']>, vector: readonly Ranked[], keyword: readonly Ranked[], limit: number, exact?: ReadonlySet<number>): Ranked[] {
+export type Normalisation = 'minmax' | 'max' | 'dbsf'
+
+/** A weighted sum of normalised scores; a candidate missing from a list scores 0 there. */
+export interface FusionWeights { vector: number; keyword: number; normalisation: Normalisation }
+
+/**
+ * The fusion per embedder family. Chosen by a grid search (every normalisation, keyword weight
+ * 0..1 in steps of 0.05, vector weight 1 − that) on the tuning half of the dialogue recall
+ * benchmark (`bench/memory-recall.bench.ts`, which prints the grid): first the most query types
+ * where hybrid recall@5 is at least the better single signal's, then the highest mean recall@5
+ * over types. Reported on the held-out half (docs/benchmarks.md). The hashed embedder is a
+ * lexical signal much like BM25, so it gets a larger keyword share; a neural one (use-lite, and
+ * an endpoint's model, which the benchmark cannot run offline) carries the paraphrases and gets a
+ * small one. Re-run that benchmark's grid before changing them.
+ */
+export const FUSION_BY_EMBEDDER: Readonly<Record<'hashed' | 'neural', FusionWeights>> = {
+  hashed: { vector: 0.75, keyword: 0.25, normalisation: 'minmax' },
+  neural: { vector: 0.9, keyword: 0.1, normalisation: 'dbsf' },
+}
+
+/** The default embedder's fusion (hashed). */
+export const FUSION: FusionWeights = FUSION_BY_EMBEDDER.hashed
+
+/** The fusion for an embedder, by its `id` (`hashed-…` or anything else: a neural model). */
+export function fusionFor(embedderId: string): FusionWeights {
+  return embedderId.startsWith('hashed-') ? FUSION_BY_EMBEDDER.hashed : FUSION_BY_EMBEDDER.neural
+}
+
+/**
+ * Combines the two signals for a query mode: vector similarity (cosine, 0..1), keyword
+ * (BM25, normalised to the best hit) or both by a weighted sum of normalised scores
+ * (`weights`, `FUSION` by default), in 0..1. When the query names exact identifiers (ticket
+ * ids, versions, hosts, commits, paths — see `exactTerms`), the passages that contain all of
+ * them (`exact`) rank first in hybrid mode: look-alike ids are close in vector space, but only
+ * the exact match answers the question. Ties break by label, so results are deterministic.
+ */
+export function rank(mode: NonNullable<MemoryQuery['mode']>, vector: readonly Ranked[], keyword: readonly Ranked[], limit: number, exact?: ReadonlySet<number>, weights: FusionWeights = FUSION): Ranked[] {
   if (mode === 'vector') return vector.slice(0, limit).map((r) => ({ label: r.label, score: clamp(r.score) }))
   if (mode === 'keyword') {
     const top = keyword[0]?.score ?? 1
     return keyword.slice(0, limit).map((r) => ({ label: r.label, score: clamp(r.score / top) }))
   }
-  const fused = fuse([vector.map((r) => r.label), keyword.map((r) => r.label)], Math.max(limit, CANDIDATES))
+  const fused = fuseScores(vector, keyword, weights)
   if (!exact || exact.size === 0) return fused.slice(0, limit)
-  // Exact matches first, in keyword order (BM25 weighs where and how often the ids occur),
-  // with scores in (0.5, 1]; the rest after, fused, in [0, 0.5].
-  const top = keyword[0]?.score ?? 1
-  const first = keyword.filter((r) => exact.has(r.label)).map((r) => ({ label: r.label, score: 0.5 + clamp(r.score / top) / 2 }))
+  // Exact matches first, in fused order, with scores in (0.5, 1]; the rest after, in [0, 0.5].
+  const first = fused.filter((r) => exact.has(r.label)).map((r) => ({ label: r.label, score: 0.5 + Math.max(r.score, 1e-9) / 2 }))
   const rest = fused.filter((r) => !exact.has(r.label)).map((r) => ({ label: r.label, score: r.score / 2 }))
   return [...first, ...rest].slice(0, limit)
+}
+
+/** Every candidate of either list with Σ wᵢ·normᵢ / Σ wᵢ (0..1), best first, ties by label. */
+export function fuseScores(vector: readonly Ranked[], keyword: readonly Ranked[], w: FusionWeights = FUSION): Ranked[] {
+  const total = w.vector + w.keyword || 1
+  const scores = new Map<number, number>()
+  const add = (list: readonly Ranked[], weight: number) => {
+    const norm = normaliser(list, w.normalisation)
+    for (const r of list) scores.set(r.label, (scores.get(r.label) ?? 0) + (weight * norm(r.score)) / total)
+  }
+  add(vector, w.vector)
+  add(keyword, w.keyword)
+  // A label in neither list cannot appear; one in both is counted once per list.
+  return [...scores].map(([label, s]) => ({ label, score: clamp(s) })).sort((a, b) => b.score - a.score || a.label - b.label)
+}
+
+/** The function mapping one list's scores to 0..1 (a list of one, or of equal scores, maps to 1). */
+export function normaliser(list: readonly Ranked[], how: Normalisation): (s: number) => number {
+  if (list.length === 0) return () => 0
+  let max = -Infinity
+  let min = Infinity
+  let sum = 0
+  for (const r of list) { max = Math.max(max, r.score); min = Math.min(min, r.score); sum += r.score }
+  if (how === 'max') return max > 0 ? (s) => clamp(s / max) : () => 1
+  if (how === 'minmax') return max > min ? (s) => (s - min) / (max - min) : () => 1
+  const mean = sum / list.length
+  const sd = Math.sqrt(list.reduce((a, r) => a + (r.score - mean) ** 2, 0) / list.length)
+  return sd > 0 ? (s) => clamp((s - (mean - 3 * sd)) / (6 * sd)) : () => 1
 }
 
 function clamp(x: number): number {
@@ -53,4 +113,3 @@ export function exactMatches(source: KeywordSource, text: string): Set<number> |
   }
   return labels
 }
-

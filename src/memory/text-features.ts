@@ -136,20 +136,35 @@ const IRREGULAR: ReadonlyMap<string, string> = new Map((
 }))
 
 /**
- * The terms a query means literally: identifiers and alphanumeric tokens that carry a digit
- * (ticket ids, versions, hosts, commit hashes, amounts) and capitalised words past the first
- * (names). Passages holding all of them are the exact matches hybrid search puts first.
+ * The terms a query means literally: identifier-like tokens — a ticket id, version, host,
+ * commit hash, path, e-mail, snake_case name, `#tag` — in their indexed (lower-cased, whole)
+ * form. Passages holding all of them are the exact matches hybrid search puts first.
+ * Capitalised words are never exact terms: in conversation they are mostly names of people
+ * and places (every turn carries its speaker's), and ranking them "exact first" would let a
+ * name outrank the answer.
  */
 export function exactTerms(text: string): string[] {
   const out = new Set<string>()
-  for (const t of analyze(text)) {
-    if ((t.kind === 'identifier' || t.kind === 'word') && /\d/.test(t.text) && t.text.replace(/[^\p{L}\p{N}]/gu, '').length >= 3) out.add(t.text)
+  for (const m of normalize(text).matchAll(TOKEN)) {
+    if (identifierLike(m[0])) out.add(m[0].toLowerCase())
   }
-  const words = normalize(text).match(/[\p{L}\p{N}'-]+/gu) ?? []
-  words.forEach((w, i) => {
-    if (i === 0 || !/^\p{Lu}\p{Ll}+$/u.test(w)) return
-    const lower = w.toLowerCase()
-    if (!STOPWORDS.has(lower)) out.add(stem(lower))
-  })
   return [...out]
+}
+
+/**
+ * Whether a token is an identifier rather than a word: it has a digit (`a1b2c3d`, `v2.3.1`,
+ * `INV-2024-0042`; not a bare number of up to four digits, `3rd` or `1990s` — years, counts and
+ * ordinals are everywhere),
+ * an underscore, a path or handle shape (`/etc/hosts`, `~/x`, `#123`, `a@b.com`), dotted parts
+ * of two or more letters (`node.js`, `db.internal`; not `e.g`) or a hyphenated part in capitals
+ * (`SUP-X`). A hyphenated plain word (`follow-up`) is a word.
+ */
+export function identifierLike(raw: string): boolean {
+  const alnum = raw.replace(/[^\p{L}\p{N}]/gu, '')
+  if (alnum.length < 3) return false
+  if (/\d/.test(raw)) return !/^\d{1,4}(?:st|nd|rd|th|s)?$/i.test(raw)
+  if (/[_@\\]/.test(raw) || /^[/~#]/.test(raw) || /[\p{L}\p{N}][/:][\p{L}\p{N}]/u.test(raw)) return true
+  if (raw.includes('.')) return raw.split('.').every((p) => /^[\p{L}\p{N}-]{2,}$/u.test(p))
+  if (raw.includes('-')) return raw.split('-').some((p) => /^\p{Lu}{2,}$/u.test(p))
+  return false
 }

@@ -26,6 +26,8 @@ export interface StartOptions {
    * `false`: only PATH, HOME and TMPDIR under `env`, so nothing but `env` (and a `.env`) configures it.
    */
   inherit?: boolean
+  /** The server entry point to run (default: this checkout's src/bin/server.ts). */
+  entry?: string
 }
 
 // The server reads `.env` from its working directory: a developer's `.env` in the checkout must
@@ -50,7 +52,7 @@ export function startServer(env: Record<string, string>, opts: StartOptions = {}
   // Another user's child gets a home of its own: tap's process-info hook, which tap injects into
   // every child, writes under the test's working directory at exit, where that user may not write.
   const home = opts.uid !== undefined ? userHome(opts.uid, opts.gid ?? opts.uid) : undefined
-  const child = spawn(process.execPath, ['--import', TSX, SERVER], {
+  const child = spawn(process.execPath, ['--import', TSX, opts.entry ?? SERVER], {
     cwd: opts.cwd ?? HERE,
     env: { ...base, ...(home ? { HOME: home, _TAPJS_PROCESSINFO_CWD_: home } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
