@@ -24,9 +24,11 @@ export interface FusionWeights { vector: number; keyword: number; normalisation:
  * benchmark (`bench/memory-recall.bench.ts`, which prints the grid): first the most query types
  * where hybrid recall@5 is at least the better single signal's, then the highest mean recall@5
  * over types. Reported on the held-out half (docs/benchmarks.md). The hashed embedder is a
- * lexical signal much like BM25, so it gets a larger keyword share; a neural one (use-lite, and
- * an endpoint's model, which the benchmark cannot run offline) carries the paraphrases and gets a
- * small one. Re-run that benchmark's grid before changing them.
+ * lexical signal much like BM25: the two mostly agree, and no weights (nor weighted RRF, CombMAX
+ * or CombMNZ, tried as well) put hybrid at or above both signals on every type of the tuning
+ * half — 4 of 5 at best. A neural one (use-lite, and an endpoint's model, which the benchmark
+ * cannot run offline) carries the paraphrases and gets most of the weight, BM25 the rest.
+ * Re-run that benchmark's grid before changing them.
  */
 export const FUSION_BY_EMBEDDER: Readonly<Record<'hashed' | 'neural', FusionWeights>> = {
   hashed: { vector: 0.75, keyword: 0.25, normalisation: 'minmax' },
