@@ -123,7 +123,7 @@ export async function run(): Promise<BenchResult> {
   const bestOf = new Map<string, { w: FusionWeights; sat: number; mean: number }>()
   for (const r of runs) {
     let best: { w: FusionWeights; sat: number; mean: number } | undefined
-    for (const normalisation of ['minmax', 'max', 'dbsf'] as Normalisation[]) {
+    for (const normalisation of ['minmax', 'max', 'dbsf', 'absolute'] as Normalisation[]) {
       const row: string[] = []
       for (let k = 0; k <= 20; k++) {
         const w: FusionWeights = { vector: (20 - k) / 20, keyword: k / 20, normalisation }

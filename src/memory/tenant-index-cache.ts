@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto'
-import { rmSync } from 'node:fs'
 import type { Logger } from '../core/logger.js'
 import { DamagedIndexError } from './index-file.js'
 import { TenantIndex, moveAside, type HnswParams, type IndexFileRecord } from './hnsw-index.js'
@@ -7,6 +5,9 @@ import type { WriteHealth } from '../core/write-health.js'
 import type { Embedder } from '../core/memory-store.js'
 import type { MemoryDb } from './memory-db.js'
 import { cosine, type Ranked } from './memory-ranking.js'
+import { IndexSaves, recordKey, tenantKey } from './index-saves.js'
+
+export { RECORD_PREFIX, tenantKey } from './index-saves.js'
 
 export interface TenantIndexCacheOptions {
   /** `<dataDir>/memory/hnsw` */
@@ -58,17 +59,17 @@ export class TenantIndexCache {
   private readonly draining = new Map<string, Promise<void>>()
   /** Tenants whose index is being built from scratch. */
   private readonly rebuilding = new Set<string>()
-  private readonly saving = new Map<string, Promise<void>>()
-  private readonly saveScheduled = new Set<string>()
-  /** After a failed save: the change count at which to try again. */
-  private readonly saveAt = new Map<string, number>()
   /** Per tenant, vectors of labels at or above its index's `covered`, waiting to be inserted (null: the embedder gave a vector of the wrong length). */
   private readonly tails = new Map<string, Map<number, Float32Array | null>>()
   /** After indexing failed: when to try again. */
   private readonly retryAt = new Map<string, number>()
   private closing = false
 
-  constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, private readonly writes: WriteHealth, private readonly opts: TenantIndexCacheOptions) {}
+  private readonly saves: IndexSaves
+
+  constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, writes: WriteHealth, private readonly opts: TenantIndexCacheOptions) {
+    this.saves = new IndexSaves(indexes, db, writes, opts)
+  }
 
   /**
    * The tenant's index: in memory, else its saved file (checked before hnswlib reads it)
@@ -182,7 +183,7 @@ export class TenantIndexCache {
 
   /** Saves every index with unsaved changes; failures are logged. */
   async saveAll(): Promise<void> {
-    for (const tenant of [...this.indexes.keys()]) if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.save(tenant)
+    for (const tenant of [...this.indexes.keys()]) if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.saves.save(tenant)
   }
 
   /**
@@ -191,13 +192,14 @@ export class TenantIndexCache {
    */
   async close(): Promise<void> {
     this.closing = true
-    await Promise.all([...this.draining.values(), ...this.saving.values()])
+    this.saves.closing = true
+    await Promise.all([...this.draining.values(), this.saves.running()])
     const deadline = performance.now() + CLOSE_BUDGET_MS
     for (const tenant of [...this.indexes.keys()]) {
       const index = this.indexes.get(tenant)
       if (!index) continue
       this.insertFromTail(tenant, index, this.next(tenant), deadline)
-      if (index.dirty > 0) await this.writeFile(tenant).catch((err: unknown) => this.saveFailed(tenant, err))
+      if (index.dirty > 0) await this.saves.writeNow(tenant)
     }
   }
 
@@ -316,71 +318,10 @@ export class TenantIndexCache {
     if (!index || this.closing || index.covered < this.next(tenant)) return
     if (this.rebuilding.delete(tenant)) {
       this.opts.logger.info({ tenant_key: tenantKey(tenant), labels: index.covered }, 'memory index rebuilt from LMDB')
-      this.scheduleSave(tenant)
-    } else if (index.dirty >= (this.saveAt.get(tenant) ?? this.saveThreshold(index))) {
-      this.scheduleSave(tenant)
+      this.saves.schedule(tenant)
+    } else {
+      this.saves.ifDue(tenant, index)
     }
-  }
-
-  /**
-   * On a later turn of the event loop: by then every deletion whose commit has resolved has
-   * also been applied to the index, so the tombstones the save clears are all in the file.
-   */
-  private scheduleSave(tenant: string): void {
-    if (this.saveScheduled.has(tenant)) return
-    this.saveScheduled.add(tenant)
-    setImmediate(() => {
-      this.saveScheduled.delete(tenant)
-      if (!this.closing) void this.save(tenant)
-    })
-  }
-
-  /** One save per tenant at a time; never rejects. */
-  private save(tenant: string): Promise<void> {
-    const running = this.saving.get(tenant)
-    if (running) return running
-    const done = this.writeFile(tenant)
-      .catch((err: unknown) => this.saveFailed(tenant, err))
-      .finally(() => this.saving.delete(tenant))
-    this.saving.set(tenant, done)
-    return done
-  }
-
-  /**
-   * Writes and checks the file, records it (with the tombstones it makes obsolete cleared)
-   * in one LMDB transaction, then renames it into place. A failure at any step leaves the
-   * previous file and its record as they were.
-   */
-  private async writeFile(tenant: string): Promise<void> {
-    const index = this.indexes.get(tenant)
-    if (!index) return
-    const key = tenantKey(tenant)
-    const tombstones = [...this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })]
-    const changes = index.dirty
-    const prepared = index.write(this.opts.dir, key)
-    try {
-      await this.writes.run(() => this.db.meta.transaction(() => {
-        this.db.meta.put(recordKey(key), { file: prepared.file, sha256: prepared.sha256 } satisfies IndexFileRecord)
-        for (const t of tombstones) this.db.tombstones.remove(t)
-      }), 'the memory index record')
-      TenantIndex.install(this.opts.dir, key, prepared)
-    } catch (err) {
-      rmSync(prepared.tmp, { force: true })
-      throw err
-    }
-    index.dirty = Math.max(0, index.dirty - changes)
-    this.saveAt.delete(tenant)
-  }
-
-  /** Changes after which an index is saved: a share of its size, so saving costs O(size) bytes per O(size) changes. */
-  private saveThreshold(index: TenantIndex): number {
-    return Math.max(this.opts.saveEvery, Math.ceil(this.opts.saveGrowth * index.covered))
-  }
-
-  private saveFailed(tenant: string, err: unknown): void {
-    const index = this.indexes.get(tenant)
-    if (index) this.saveAt.set(tenant, index.dirty + this.saveThreshold(index))
-    this.opts.logger.warn({ err, tenant_key: tenantKey(tenant) }, 'saving a memory index failed; it is saved again later (LMDB has every entry)')
   }
 
   private record(key: string): IndexFileRecord | undefined {
@@ -391,12 +332,3 @@ export class TenantIndexCache {
     return this.db.stats.get(tenant)?.next ?? 0
   }
 }
-
-/** The tenant's name in file names and logs: a tenant may be any string, and is not for logs. */
-export function tenantKey(tenant: string): string {
-  return createHash('sha256').update(tenant).digest('hex').slice(0, 24)
-}
-
-/** meta key of a tenant's index file record; every one starts with this prefix. */
-export const RECORD_PREFIX = 'hnsw_file:'
-const recordKey = (key: string) => `${RECORD_PREFIX}${key}`

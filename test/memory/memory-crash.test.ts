@@ -66,7 +66,7 @@ t.test('kill -9 during background indexing loses nothing; the restarted server f
   t.ok(await eventually(async () => (await backlog(server.url)) === 0, 60_000), 'and the index catches up')
   const res = await api.post('/v1/memory', [{ content: 'One more after two crashes: the lighthouse at Cape Wrath.' }])
   t.equal(res.status, 201)
-  t.equal((await api.get(`/v1/memory/search?q=${encodeURIComponent('lighthouse Cape Wrath')}&limit=1`)).body.results[0]?.id, res.body.ids[0])
+  t.equal((await api.get(`/v1/memory/search?q=${encodeURIComponent('lighthouse Cape Wrath')}&limit=1`)).body.results[0]?.id, res.body.ids[0], 'a new fact on a new topic is found first by its words')
   const exit = once(server.child, 'exit')
   server.child.kill('SIGTERM')
   t.equal((await exit)[0], 0, 'a clean stop')

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { exactTerms, identifierLike } from '../../src/memory/text-features.js'
-import { FUSION, fuseScores, normaliser, rank, type Ranked } from '../../src/memory/memory-ranking.js'
+import { FUSION, FUSION_BY_EMBEDDER, fuseScores, normaliser, rank, type Ranked } from '../../src/memory/memory-ranking.js'
 
 t.test('exactTerms: only identifier-like tokens, never capitalised words', async (t) => {
   t.same(exactTerms('what changed in 2.13.13?'), ['2.13.13'])
@@ -44,10 +44,23 @@ t.test('weighted fusion: weights decide between the signals, scores in 0..1, tie
   t.equal(kwHeavy[0]!.label, 3)
   t.same(vecHeavy.map((r) => r.label).sort(), [1, 2, 3, 4], 'every candidate of either list')
   t.ok([...vecHeavy, ...kwHeavy].every((r) => r.score >= 0 && r.score <= 1))
-  t.equal(fuseScores([{ label: 5, score: 0.7 }], [{ label: 5, score: 3 }])[0]!.score, 1, 'first in both lists scores 1')
+  t.equal(fuseScores([{ label: 5, score: 0.7 }], [{ label: 5, score: 3 }], { vector: 1, keyword: 1, normalisation: 'minmax' })[0]!.score, 1, 'first in both lists scores 1 (relative)')
+  t.equal(fuseScores([{ label: 5, score: 0.7 }], [{ label: 5, score: 3 }], { vector: 1, keyword: 1, normalisation: 'absolute' })[0]!.score, 0.85, 'absolute: the cosine as it is, BM25 over its best')
   const tie = fuseScores([{ label: 9, score: 1 }, { label: 4, score: 0 }], [{ label: 4, score: 1 }, { label: 9, score: 0 }], { vector: 1, keyword: 1, normalisation: 'minmax' })
   t.same(tie.map((r) => r.label), [4, 9], 'equal scores: lower label first')
   t.ok(FUSION.vector >= 0 && FUSION.keyword >= 0 && FUSION.vector + FUSION.keyword > 0)
+})
+
+t.test('the default fusion does not bury a passage only the keywords find under unrelated vector hits', async (t) => {
+  // A new fact on a new topic: BM25 finds it alone; the nearest vectors are unrelated (cosine ~0.1),
+  // and HNSW, which misses such outliers now and then, did not return it.
+  const vector: Ranked[] = [{ label: 192, score: 0.13 }, { label: 2038, score: 0.11 }, { label: 3842, score: 0.1 }]
+  const keyword: Ranked[] = [{ label: 4000, score: 9.2 }]
+  t.same(rank('hybrid', vector, keyword, 3, undefined, FUSION_BY_EMBEDDER.hashed).map((r) => r.label)[0], 4000)
+  t.not(rank('hybrid', vector, keyword, 3, undefined, { vector: 0.75, keyword: 0.25, normalisation: 'minmax' })[0]!.label, 4000, 'as relative vector scores did')
+  // And a passage both signals like still beats one only the keywords like.
+  const both = rank('hybrid', [{ label: 1, score: 0.8 }, { label: 2, score: 0.2 }], [{ label: 2, score: 10 }, { label: 1, score: 9 }], 2, undefined, FUSION_BY_EMBEDDER.hashed)
+  t.equal(both[0]!.label, 1)
 })
 
 t.test('hybrid ranking puts exact matches first, keeping scores ordered', async (t) => {
