@@ -204,10 +204,27 @@ export class KeywordIndex implements KeywordSource {
       const label = touched[i]!
       const a = acc[label]!
       if (a < 0 || (heap.full && (a + left) * SLACK < heap.worst)) continue
+      if (heap.full && !this.canBeat(label, a, lists, idf, order, rest, done, avgdl, heap.worst)) continue
       heap.offer(label, exact(label))
     }
     for (let i = 0; i < nt; i++) acc[touched[i]!] = 0
     return heap.sorted()
+  }
+
+  /**
+   * Whether a document with partial sum `a` over the terms order[0…done) can still score above
+   * `worst`: the terms left are looked up, largest bound first, each replacing its bound by the
+   * document's score for it, until the bound drops below `worst` (then false).
+   */
+  private canBeat(label: number, a: number, lists: PostingList[], idf: number[], order: number[], rest: Float64Array, done: number, avgdl: number, worst: number): boolean {
+    for (let i = done; i < lists.length; i++) {
+      const j = order[i]!
+      const list = lists[j]!
+      const p = find(list.labels, list.n, label)
+      if (p >= 0) a += termScore(idf[j]!, list.tfs[p]!, this.lengths[label]!, avgdl)
+      if ((a + rest[i + 1]!) * SLACK < worst) return false
+    }
+    return true
   }
 
   /** The `k`-th largest partial sum among the touched documents, with slack (a lower bound of their final scores); 0 when fewer. */
