@@ -28,6 +28,7 @@ import { isMain, metric, target, type BenchResult, type Metric } from './lib/typ
 const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
 const { DEFAULT_HNSW } = await appImport<typeof import('../src/memory/hnsw-index.js')>('memory/hnsw-index.js')
 const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
+const { CANDIDATES } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
 const { STOPWORDS } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
 
 const N = Number(process.env.BENCH_SEARCH_ENTRIES ?? 20_000)
@@ -172,7 +173,7 @@ export async function run(): Promise<BenchResult> {
     notes.push(
       `Issue 14 measured, before this change, 6.5 queries/s and ~145 ms server CPU per query through the API at 20,000 entries (2 cores), linear in the corpus; hnswlib alone ~1,900 queries/s.`,
       `Queries: ${queries.length} of 3–5 content words from held-out messages (seed 99), e.g. ${queries.slice(0, 3).map((q) => `"${q}"`).join(', ')}. Messages average ${meanChars.toFixed(0)} characters. Warm-up answers held ${small.api.hits} / ${large.api.hits} hits for 50 queries.`,
-      `The server and autocannon share the machine's CPUs; server CPU per query = the server's CPU time over the run / queries answered. The in-process figures are best of 3 rounds, sequential, in this process (${HashedEmbedder.name}; hybrid includes embedding the query). The server's store uses the default efSearch (${DEFAULT_HNSW.efSearch}) and asks for 50 candidates per signal; the hnswlib figure is the index alone at ef ${EF}, k ${K}.`,
+      `The server and autocannon share the machine's CPUs; server CPU per query = the server's CPU time over the run / queries answered. The in-process figures are best of 3 rounds, sequential, in this process (${HashedEmbedder.name}; hybrid includes embedding the query). The server's store uses the default efSearch (${DEFAULT_HNSW.efSearch}) and asks for ${CANDIDATES} candidates per signal; the hnswlib figure is the index alone at ef ${EF}, k ${K}.`,
     )
     return {
       name: 'memory-search',

@@ -2,8 +2,12 @@ import type { MemoryQuery } from '../core/memory-store.js'
 import type { KeywordSource } from './bm25.js'
 import { exactTerms } from './text-features.js'
 
-/** How many candidates each signal contributes before fusion. */
-export const CANDIDATES = 50
+/**
+ * How many candidates each signal contributes before fusion (at least the query's limit).
+ * 30 instead of 50 (issue 14): memory-recall's hybrid recall@5 and MRR@10 are unchanged, and
+ * the keyword side's floor rises sooner with a smaller heap.
+ */
+export const CANDIDATES = 30
 
 export interface Ranked { label: number; score: number }
 

@@ -11,7 +11,8 @@ import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { HnswMemoryStore } from '../../src/memory/hnsw-memory-store.js'
 import { buildKeywordIndex } from '../../src/memory/keyword-build.js'
 import { decodeBlock } from '../../src/memory/posting-blocks.js'
-import { KeywordIndex, TopK } from '../../src/memory/keyword-index.js'
+import { KeywordIndex } from '../../src/memory/keyword-index.js'
+import { TopK } from '../../src/memory/top-k.js'
 import type { MemoryDb } from '../../src/memory/memory-db.js'
 import { exactMatches } from '../../src/memory/memory-ranking.js'
 import { tokenize } from '../../src/memory/text-features.js'
@@ -75,6 +76,49 @@ t.test('top() equals bm25() on random corpora, with deletions, filters and small
     }), { numRuns: 300 })
   t.ok(nonEmpty > 100, `queries with hits were compared (${nonEmpty})`)
   t.ok(cut > 20, `queries whose candidates exceed the limit were compared (${cut})`)
+})
+
+t.test('top() equals bm25() on larger skewed corpora: MaxScore pruning, deletions, filters, limits 1..60', async (t) => {
+  // Zipf-like term frequencies (a few terms in most documents, many rare ones), documents of
+  // 1–40 tokens with repeated terms: the rare terms' bounds lift the floor early and the
+  // common terms' postings are pruned — every such cut must leave the result as bm25()'s.
+  const vocab = Array.from({ length: 80 }, (_, i) => `w${i}`)
+  const zipf = (r: () => number) => vocab[Math.min(vocab.length - 1, Math.floor(vocab.length * r() ** 3))]!
+  let compared = 0
+  let cut = 0
+  fc.assert(fc.property(fc.integer({ min: 1, max: 2 ** 31 - 1 }), fc.integer({ min: 50, max: 1500 }), fc.integer({ min: 1, max: 60 }), (seed, n, limit) => {
+    let x = seed
+    const r = () => { x = (Math.imul(x, 1103515245) + 12345) >>> 0; return x / 2 ** 32 }
+    const ix = new KeywordIndex()
+    const docs = new Map<number, Map<string, number>>()
+    for (let label = 0; label < n; label++) {
+      const tf = termFrequencies(Array.from({ length: 1 + Math.floor(r() * 40) }, () => zipf(r)))
+      if (!ix.add(label, tf)) throw new Error('in-order add refused')
+      docs.set(label, tf)
+    }
+    // Deletions: a random share of the documents (some lists get compacted, others keep dead slots).
+    const share = r() * 0.6
+    for (const [label, tf] of [...docs]) {
+      if (r() >= share) continue
+      if (!ix.remove(label, tf.keys())) throw new Error('remove refused')
+      docs.delete(label)
+    }
+    const ref = mapSource(docs)
+    for (let q = 0; q < 6; q++) {
+      const terms = Array.from({ length: 1 + Math.floor(r() * 6) }, () => (r() < 0.1 ? 'absent' : zipf(r)))
+      if (r() < 0.3) terms.push(terms[0]!) // a repeated word counts once
+      const expected = bm25(ref, terms, limit)
+      if (expected.length > 0) compared++
+      if (bm25(ref, terms, limit + 1).length > limit) cut++
+      if (JSON.stringify(ix.top(terms, limit)) !== JSON.stringify(expected)) return false
+      const mod = 2 + Math.floor(r() * 4)
+      const accept = (l: number) => l % mod !== 1
+      if (JSON.stringify(ix.top(terms, limit, accept)) !== JSON.stringify(bm25(ref, terms, limit, accept))) return false
+    }
+    return true
+  }), { numRuns: 150 })
+  t.ok(compared > 500, `queries with hits were compared (${compared})`)
+  t.ok(cut > 300, `queries with more candidates than the limit were compared (${cut})`)
 })
 
 t.test('TopK keeps the best k by score, ties by label, like a full sort', async (t) => {
