@@ -95,6 +95,12 @@ export interface Embedder {
   /** Names the embedding space (model and settings): a different id means incompatible vectors. */
   readonly id: string
   readonly dimensions: number
+  /**
+   * Slow enough (tens of milliseconds a text) that a store should acknowledge entries before
+   * their vectors exist and embed them in the background; searches find them by their words
+   * meanwhile. Absent or false: embedded before the commit, found by vector at once.
+   */
+  readonly background?: boolean
   /** One unit-length vector per text, in order. */
   embed(texts: readonly string[]): Promise<number[][]>
 }

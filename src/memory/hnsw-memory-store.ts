@@ -96,12 +96,14 @@ export class HnswMemoryStore implements MemoryStore {
   async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
     if (entries.length === 0) return []
     this.assertOpen()
-    const vectors = await this.opts.embedder.embed(entries.map((e) => e.content))
+    // A slow embedder (use-lite) runs off the request path: the entries are acknowledged without
+    // vectors and embedded from their content in the background, found by their words meanwhile.
+    const vectors = this.opts.embedder.background ? null : await this.opts.embedder.embed(entries.map((e) => e.content))
     const now = new Date().toISOString()
     const prepared = entries.map((e, i) => {
       const tokens = tokenize(e.content)
       const entry: StoredEntry = { ...e, id: randomUUID(), created_at: now, len: tokens.length }
-      return { entry, tf: termFrequencies(tokens), vector: vectors[i]!, label: -1 }
+      return { entry, tf: termFrequencies(tokens), vector: vectors?.[i], label: -1 }
     })
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
@@ -140,7 +142,7 @@ export class HnswMemoryStore implements MemoryStore {
     // Committed (with fsync durability: on disk): acknowledged. Nothing below may fail the
     // call — a retry would add the entries twice. The vectors wait in memory, found by an
     // exact scan, while the HNSW index takes them in the background.
-    for (const tenant of tenants) this.cache.added(tenant, prepared.filter((p) => p.entry.tenant === tenant))
+    for (const tenant of tenants) this.cache.added(tenant, prepared.flatMap((p) => (p.entry.tenant === tenant && p.vector ? [{ label: p.label, vector: p.vector }] : [])))
     return prepared.map((p) => publicEntry(p.entry))
   }
 

@@ -70,6 +70,8 @@ interface Pending { resolve: (v: number[][]) => void; reject: (e: Error) => void
 export class UseLiteEmbedder implements Embedder {
   readonly id = `use-lite:${MODEL}@energetic-ai-0.2.0/${DIMENSIONS}`
   readonly dimensions = DIMENSIONS
+  /** ~20–50 ms a sentence: stores embed off the request path. */
+  readonly background = true
   private next = 0
   private readonly pending = new Map<number, Pending>()
   private failure: Error | undefined
