@@ -68,6 +68,8 @@ async function runEmbedder(name: string, open: () => Promise<Embedder & { close?
     const entries: NewMemoryEntry[] = passages.map((content, i) => ({ tenant: TENANT, content, session_id: null, turn: null, seq: i }))
     const a0 = performance.now()
     for (let i = 0; i < entries.length; i += 250) await store.add(entries.slice(i, i + 250))
+    // Until every entry is embedded and in the HNSW index (use-lite embeds in the background, after the add answered).
+    while (store.indexBacklog() > 0) await new Promise((r) => setTimeout(r, 20))
     ingestPerS = entries.length / ((performance.now() - a0) / 1000)
     console.log(`  ${name}: ${entries.length} entries added (${ingestPerS.toFixed(0)}/s), loaded in ${loadMs.toFixed(0)} ms`)
     for (const mode of MODES) {
@@ -163,7 +165,7 @@ export async function run(): Promise<BenchResult> {
       if (type !== 'all' && r.name === defaultEmbedder) targets.push(target(`${r.name}, ${type}: hybrid − max(vector, keyword) recall@5, held-out`, pct(s.hybrid.r5 - best), '>=', 0, 'points'))
     }
     for (const m of MODES) metrics.push(metric(`${r.name}: search latency p50, ${m}`, percentile([...r.lists.ms[m]].sort((a, b) => a - b), 50), 'ms'))
-    metrics.push(metric(`${r.name}: add() passages/s (embed + LMDB + HNSW, batches of 250)`, r.ingestPerS, 'passages/s'))
+    metrics.push(metric(`${r.name}: add() in batches of 250 until every passage is embedded and in the HNSW index`, r.ingestPerS, 'passages/s'))
     metrics.push(metric(`${r.name}: embedder start-up`, r.loadMs, 'ms'))
     metrics.push(metric(`${r.name}: process RSS growth over the run`, r.rssMb, 'MB'))
   }
