@@ -99,10 +99,6 @@ export class HnswMemoryStore implements MemoryStore {
   async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
     if (entries.length === 0) return []
     this.assertOpen()
-    const tenants = new Set(entries.map((e) => e.tenant))
-    // Backpressure: searches scan the vectors not indexed yet, so adds do not run far ahead of the index.
-    for (const tenant of tenants) await this.cache.room(tenant)
-    this.assertOpen()
     const vectors = await this.opts.embedder.embed(entries.map((e) => e.content))
     const now = new Date().toISOString()
     const prepared = entries.map((e, i) => {
@@ -110,6 +106,7 @@ export class HnswMemoryStore implements MemoryStore {
       const entry: StoredEntry = { ...e, id: randomUUID(), created_at: now, len: tokens.length }
       return { entry, tf: termFrequencies(tokens), vector: vectors[i]!, label: -1 }
     })
+    const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
     for (const tenant of tenants) this.cache.get(tenant)

@@ -32,15 +32,6 @@ const SLICE_MS = 8
 const EMBED_BATCH = 128
 /** At close, time spent inserting what waits in memory before the last save (a shutdown should not wait on a long backlog). */
 const CLOSE_BUDGET_MS = 2_000
-/**
- * Vectors a tenant may have waiting in memory before `add()` waits for the index to take them
- * (every search scans them exactly: at 80,000 waiting, ~90 ms a query — and searches under load
- * leave the background inserts little time). Above a batch of 1,000; a search's scan stays well
- * under a millisecond.
- */
-const MAX_TAIL = 2_000
-/** At most this long an `add()` waits for room (then it goes on: acknowledging stays bounded). */
-const ROOM_WAIT_MS = 10_000
 /** After indexing failed (an embedder endpoint down…), wait this long before trying again. */
 const RETRY_MS = 5_000
 
@@ -125,24 +116,6 @@ export class TenantIndexCache {
     const tail = this.tail(tenant)
     for (const { label, vector } of vectors) if (label >= index.covered) tail.set(label, this.checked(vector))
     void this.catchUp(tenant)
-  }
-
-  /**
-   * Resolves once the tenant has at most MAX_TAIL vectors waiting for its index — at once when
-   * it has no index loaded, is being rebuilt (the waiting vectors are inserted after the
-   * rebuild, whatever the wait) or its indexing failed — or after ROOM_WAIT_MS. Called by
-   * `add()` before it commits anything, so a caller that gives up can retry safely.
-   */
-  async room(tenant: string): Promise<void> {
-    const deadline = Date.now() + ROOM_WAIT_MS
-    for (;;) {
-      const tail = this.tails.get(tenant)
-      if (!tail || tail.size <= MAX_TAIL || this.closing || this.rebuilding.has(tenant) || !this.indexes.has(tenant)) return
-      if (this.retryAt.has(tenant) || Date.now() > deadline) return
-      const before = tail.size
-      await Promise.race([this.catchUp(tenant), new Promise((r) => setTimeout(r, 100))])
-      if (tail.size >= before && !this.draining.has(tenant)) return // no progress and nothing running
-    }
   }
 
   /** Nearest labels by cosine among all of the tenant's vectors: the index (searched at `ef`, default efSearch), plus an exact scan of what it does not cover yet. */
