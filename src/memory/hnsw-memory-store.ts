@@ -51,14 +51,17 @@ export class HnswMemoryStore implements MemoryStore {
   private readonly cache: TenantIndexCache
   private readonly writes: WriteHealth
   private readonly indexDir: string
+  private readonly efHybrid: number | undefined
   private closed = false
 
   private constructor(private readonly db: MemoryDb, private readonly opts: HnswMemoryOptions) {
     this.indexDir = join(opts.dataDir, 'memory', 'hnsw')
+    const params = opts.hnsw ?? DEFAULT_HNSW
+    this.efHybrid = params.efHybrid
     mkdirSync(this.indexDir, { recursive: true })
     this.writes = new WriteHealth(memoryProbe(db))
     this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
-      dir: this.indexDir, dim: opts.embedder.dimensions, params: opts.hnsw ?? DEFAULT_HNSW, embedder: opts.embedder,
+      dir: this.indexDir, dim: opts.embedder.dimensions, params, embedder: opts.embedder,
       saveEvery: opts.saveEvery ?? 1000, saveGrowth: opts.saveGrowth ?? 0.2, logger: opts.logger ?? SILENT_LOGGER,
     })
   }
@@ -155,7 +158,7 @@ export class HnswMemoryStore implements MemoryStore {
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      vector = filtered ? this.exact(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want)
+      vector = filtered ? this.exact(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
     }
     // After the embedder's await: read in one synchronous step with the keyword index.
     const keywords = this.keywordIndex(q.tenant)

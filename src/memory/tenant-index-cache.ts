@@ -118,12 +118,12 @@ export class TenantIndexCache {
     void this.catchUp(tenant)
   }
 
-  /** Nearest labels by cosine among all of the tenant's vectors: the index, plus an exact scan of what it does not cover yet. */
-  nearest(tenant: string, vector: readonly number[], k: number): Ranked[] {
+  /** Nearest labels by cosine among all of the tenant's vectors: the index (searched at `ef`, default efSearch), plus an exact scan of what it does not cover yet. */
+  nearest(tenant: string, vector: readonly number[], k: number, ef?: number): Ranked[] {
     let index = this.get(tenant)
     let found: Ranked[] = []
     try {
-      found = index.search(vector, k)
+      found = index.search(vector, k, undefined, ef)
     } catch (err) {
       index = this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB')
     }
