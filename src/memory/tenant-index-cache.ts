@@ -26,8 +26,14 @@ export interface TenantIndexCacheOptions {
   logger: Logger
 }
 
-/** Milliseconds of HNSW inserts between two turns of the event loop (inserts are CPU-bound and synchronous). */
+/**
+ * Milliseconds of HNSW inserts between two turns of the event loop (inserts are CPU-bound and
+ * synchronous): 8, or 24 while more than BIG_BACKLOG entries wait — every search scans the
+ * waiting vectors exactly, so a long backlog under search load would otherwise feed itself.
+ */
 const SLICE_MS = 8
+const BIG_SLICE_MS = 24
+const BIG_BACKLOG = 4096
 /** Entries embedded at a time when their vectors are not in memory. */
 const EMBED_BATCH = 128
 /** At close, time spent inserting what waits in memory before the last save (a shutdown should not wait on a long backlog). */
@@ -224,7 +230,7 @@ export class TenantIndexCache {
         const index = this.indexes.get(tenant)
         const next = this.next(tenant)
         if (this.closing || !index || index.covered >= next) break
-        const outcome = this.insertFromTail(tenant, index, next, performance.now() + SLICE_MS)
+        const outcome = this.insertFromTail(tenant, index, next, performance.now() + (next - index.covered > BIG_BACKLOG ? BIG_SLICE_MS : SLICE_MS))
         if (outcome === 'stop') break
         if (outcome === 'embed') await this.embedMissing(tenant, index.covered, next)
         else await new Promise<void>((r) => setImmediate(r))
