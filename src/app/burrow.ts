@@ -40,6 +40,7 @@ const FLUSH_MARGIN_MS = 2_000
 /** The composition root: everything the service needs, wired from one checked Config. */
 export async function createBurrow(config: Config, opts: { logger?: PinoLogger; defaultMetrics?: boolean } = {}): Promise<Burrow> {
   const logger = opts.logger ?? createLogger(config.logLevel)
+  if (config.embedderOverridden && config.memoryStore !== 'off') logger.warn({ ignored: `BURROW_EMBEDDER=${config.embedderOverridden}`, embedder: 'endpoint' }, 'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint')
   const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true })
   const built = await buildService(config, { logger, telemetry: metrics, version: VERSION })
   const memory = built.memory

@@ -15,9 +15,11 @@ export interface Config {
   embeddings: { url: string | undefined; model: string | undefined; apiKey: string | undefined }
   /**
    * Which embedder memory uses: `BURROW_EMBEDDER` (`hashed` or `use-lite`), or `endpoint` when
-   * `BURROW_EMBEDDINGS_URL` is set (setting both is a configuration error).
+   * `BURROW_EMBEDDINGS_URL` is set — the URL overrides `BURROW_EMBEDDER`.
    */
   embedder: 'hashed' | 'use-lite' | 'endpoint'
+  /** Set when `BURROW_EMBEDDER` was given but the URL overrode it (logged at start-up). */
+  embedderOverridden: string | undefined
   apiKeys: Map<string, string>
   durability: 'fsync' | 'relaxed'
   corsOrigins: string[] | undefined
@@ -81,6 +83,7 @@ export function loadConfig(env: Env = process.env): Config {
     openai: { apiKey: openaiKey, baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1', configured: Boolean(openaiKey || openaiBase) },
     embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL'), apiKey: r.str('BURROW_EMBEDDINGS_API_KEY') },
     embedder: r.oneOf('BURROW_EMBEDDER', ['hashed', 'use-lite'], DEFAULT_EMBEDDER),
+    embedderOverridden: undefined,
     apiKeys: r.apiKeys('BURROW_API_KEYS'),
     durability: r.oneOf('BURROW_DURABILITY', ['fsync', 'relaxed'], 'fsync'),
     corsOrigins: r.list('BURROW_CORS_ORIGINS'),
@@ -114,8 +117,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.embeddings.url && !config.embeddings.model) problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
   if (config.embeddings.url) {
-    const chosen = r.str('BURROW_EMBEDDER')
-    if (chosen !== undefined) problems.push(`BURROW_EMBEDDER=${chosen} and BURROW_EMBEDDINGS_URL both choose an embedder: unset one of them (the URL selects the endpoint)`)
+    if (r.str('BURROW_EMBEDDER') !== undefined) config.embedderOverridden = config.embedder
     config.embedder = 'endpoint'
   }
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {

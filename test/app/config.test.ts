@@ -73,3 +73,14 @@ t.test('start-up checks: BURROW_ALLOW_EMPTY_STORE and BURROW_MIN_FREE_BYTES', as
     t.same((err as ConfigError).problems.map((p) => p.split(' ')[0]), ['BURROW_ALLOW_EMPTY_STORE', 'BURROW_MIN_FREE_BYTES'])
   }
 })
+
+t.test('BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER (the contract), and says what it overrode', async (t) => {
+  const both = loadConfig({ BURROW_EMBEDDER: 'use-lite', BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1', BURROW_EMBEDDINGS_MODEL: 'm' })
+  t.equal(both.embedder, 'endpoint')
+  t.equal(both.embedderOverridden, 'use-lite')
+  const urlOnly = loadConfig({ BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1', BURROW_EMBEDDINGS_MODEL: 'm' })
+  t.equal(urlOnly.embedder, 'endpoint')
+  t.equal(urlOnly.embedderOverridden, undefined)
+  t.equal(loadConfig({ BURROW_EMBEDDER: 'use-lite' }).embedder, 'use-lite')
+  t.equal(loadConfig({}).embedder, 'hashed')
+})

@@ -1,6 +1,5 @@
 // BURROW_EMBEDDER through the real server start: which embedder memory runs (named in the
-// start-up line), and the start-ups it refuses — a conflict with BURROW_EMBEDDINGS_URL, an
-// unknown value, and use-lite without its optional packages (a copy of the sources whose
+// start-up line), and the start-ups it refuses — an unknown value, and use-lite without its optional packages (a copy of the sources whose
 // node_modules lacks them) — each with exit 78 and one line, no stack.
 import t, { type Test } from 'tap'
 import { cp, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises'
@@ -38,7 +37,6 @@ t.test('BURROW_EMBEDDER picks the embedder; the start-up line names it', async (
 
 t.test('configuration errors: exit 78, the bad variables named, no stack', async (t) => {
   const cases: Array<[Record<string, string>, string]> = [
-    [{ BURROW_EMBEDDER: 'use-lite', BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1', BURROW_EMBEDDINGS_MODEL: 'm' }, 'BURROW_EMBEDDER=use-lite and BURROW_EMBEDDINGS_URL both choose an embedder'],
     [{ BURROW_EMBEDDER: 'word2vec' }, "BURROW_EMBEDDER must be one of hashed, use-lite (got 'word2vec')"],
   ]
   for (const [env, problem] of cases) {

@@ -307,7 +307,9 @@ t.test('an OpenAI-compatible embeddings endpoint; changing the embedder re-index
   await h.api.post('/v1/memory', [{ content: 'The orchard has forty pear trees.' }, { content: 'The boat is moored at pier seven.' }])
   await h.close()
   // ...then with an endpoint: the stored entries are embedded again, never mixed with the old vectors.
-  h = await startBurrow({ ...MEM, BURROW_EMBEDDINGS_URL: `${fake.url}/v1`, BURROW_EMBEDDINGS_MODEL: 'text-embedding-3-small', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1` }, { dataDir })
+  // (BURROW_EMBEDDER is set too: the URL overrides it, with a warning.)
+  h = await startBurrow({ ...MEM, BURROW_EMBEDDER: 'use-lite', BURROW_EMBEDDINGS_URL: `${fake.url}/v1`, BURROW_EMBEDDINGS_MODEL: 'text-embedding-3-small', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1` }, { dataDir })
+  t.ok(h.logs.some((l) => l.level === 40 && l.msg === 'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint' && l.ignored === 'BURROW_EMBEDDER=use-lite'))
   t.teardown(() => h.close())
   t.ok(h.logs.some((l) => l.msg === 'embedder changed: memory vectors are made again in the background' && String(l.to).startsWith('openai:text-embedding-3-small@')))
   const r = await h.api.get('/v1/memory/search?q=pear trees orchard')
