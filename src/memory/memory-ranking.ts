@@ -85,7 +85,7 @@ export function fuseScores(vector: readonly Ranked[], keyword: readonly Ranked[]
   const total = w.vector + w.keyword || 1
   const scores = new Map<number, number>()
   const add = (list: readonly Ranked[], weight: number, side: 'vector' | 'keyword') => {
-    const norm = w.normalisation !== 'absolute' ? normaliser(list, w.normalisation) : side === 'vector' ? clamp : normaliser(list, 'max')
+    const norm = normaliser(list, w.normalisation, side)
     for (const r of list) scores.set(r.label, (scores.get(r.label) ?? 0) + (weight * norm(r.score)) / total)
   }
   add(vector, w.vector, 'vector')
@@ -94,10 +94,13 @@ export function fuseScores(vector: readonly Ranked[], keyword: readonly Ranked[]
   return [...scores].map(([label, s]) => ({ label, score: clamp(s) })).sort((a, b) => b.score - a.score || a.label - b.label)
 }
 
-/** The function mapping one list's scores to 0..1 (a list of one, or of equal scores, maps to 1). */
-export function normaliser(list: readonly Ranked[], how: Normalisation): (s: number) => number {
+/**
+ * The function mapping one list's scores to 0..1 (a list of one, or of equal scores, maps to 1).
+ * `side` matters only to `absolute`: cosine is taken as it is, BM25 over the list's best.
+ */
+export function normaliser(list: readonly Ranked[], how: Normalisation, side: 'vector' | 'keyword' = 'vector'): (s: number) => number {
   if (list.length === 0) return () => 0
-  if (how === 'absolute') return clamp
+  if (how === 'absolute') return side === 'vector' ? clamp : normaliser(list, 'max')
   let max = -Infinity
   let min = Infinity
   let sum = 0

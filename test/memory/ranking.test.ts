@@ -33,6 +33,8 @@ t.test('normalisation maps each list to 0..1', async (t) => {
   t.ok(db(0.75) > db(0.5) && db(0.5) > db(0.25) && db(0.25) >= 0 && db(0.75) <= 1)
   t.equal(db(0.5), 0.5, 'the mean maps to the middle')
   t.equal(normaliser([{ label: 1, score: 3 }], 'minmax')(3), 1, 'a single candidate is the best one')
+  t.equal(normaliser(list, 'absolute', 'vector')(0.25), 0.25, 'absolute: a cosine as it is')
+  t.equal(normaliser([{ label: 1, score: 8 }, { label: 2, score: 2 }], 'absolute', 'keyword')(2), 0.25, 'absolute: BM25 over the best')
 })
 
 t.test('weighted fusion: weights decide between the signals, scores in 0..1, ties by label', async (t) => {
