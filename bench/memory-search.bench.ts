@@ -14,14 +14,13 @@
  *
  *   npx tsx bench/memory-search.bench.ts      (or: npx tsx bench/run.ts memory-search)
  */
-import autocannon from 'autocannon'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { appImport } from './lib/app.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { burrowEnv } from './lib/env.js'
-import type { Load } from './lib/load.js'
+import { runLoad, type Load } from './lib/load.js'
 import { Rng, shortTexts } from './lib/memory-corpus.js'
 import { isMain, metric, target, type BenchResult, type Metric } from './lib/types.js'
 
@@ -80,24 +79,11 @@ async function apiLoad(server: ServerChild, queries: readonly string[]): Promise
     if (res.status !== 200) throw new Error(`GET /v1/memory/search → ${res.status} ${await res.text()}`)
     hits += ((await res.json()) as { results: unknown[] }).results.length
   }
-  const before = await server.stats(false)
-  const w0 = performance.now()
-  const inst = autocannon({
-    url: server.url, connections: CONNECTIONS, pipelining: 1, duration: DURATION, timeout: 30,
+  const load = await runLoad(server, {
+    url: server.url, connections: CONNECTIONS, duration: DURATION,
     requests: queries.map((q) => ({ method: 'GET' as const, path: searchPath(q) })),
   })
-  const perSecond: number[] = []
-  inst.on('tick', (t: { counter: number }) => { if (perSecond.length < DURATION) perSecond.push(t.counter) })
-  const r = await inst
-  const wallUs = (performance.now() - w0) * 1000
-  const after = await server.stats(false)
-  return {
-    reqPerSec: r.requests.average, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, mean: r.latency.average,
-    total: r['2xx'] + r.non2xx, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
-    statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
-    perSecond, hits,
-    serverCpu: (after.cpuUserUs + after.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs) / wallUs,
-  }
+  return { ...load, hits }
 }
 
 /** Best of 3 rounds over the queries: queries/s. */

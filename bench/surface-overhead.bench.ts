@@ -21,10 +21,11 @@
  *   BENCH_PIN=1 to put the server and the load generator on CPUs of their own (lib/child.ts);
  *   BENCH_ONLY=mcp (with BENCH_CPU_PROF=1) to run and profile one surface (no result).
  */
-import autocannon, { type AutocannonClient, type AutocannonRequest } from 'autocannon'
+import type { AutocannonClient, AutocannonRequest } from 'autocannon'
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
+import { runLoad, type Load as BaseLoad } from './lib/load.js'
 import { isMain, median, metric, target, type BenchResult, type Metric } from './lib/types.js'
 
 /** The service env for this benchmark (capability switches live in lib/env.ts BURROW_ENV). */
@@ -132,15 +133,10 @@ function checker(surface: Surface, checks: Checks) {
 
 // ---- load ------------------------------------------------------------------------------
 
-interface Load {
+/** One run of a surface: the shared load figures, and the answers' checks. */
+interface Load extends BaseLoad {
   surface: Surface; round: number
-  reqPerSec: number; p50: number; p90: number; p99: number; mean: number; total: number
-  non2xx: number; errors: number; timeouts: number; statusCodes: Record<string, number>
   checks: Checks
-  /** Responses in each second of the run (autocannon ticks). */
-  perSecond: number[]
-  /** Server CPU time / wall time over the run (1 = one core busy). */
-  serverCpu: number
 }
 
 type CheckedRequest = AutocannonRequest & { onResponse: (status: number, body: string) => void }
@@ -159,26 +155,12 @@ function perConnectionSession(surface: Surface, sessions: string[], onResponse: 
 async function cannon(server: ServerChild, surface: Surface, round: number, duration: number, sessions: string[]): Promise<Load> {
   const checks: Checks = { seen: 0, sampled: 0, bad: 0, firstBad: null, bytes: 0 }
   const first = turnRequest(surface, sessions[0]!)
-  const before = await server.stats(false)
-  const w0 = performance.now()
-  const inst = autocannon({
-    url: server.url + first.path, connections: CONNECTIONS, pipelining: 1, duration, timeout: 30,
+  const load = await runLoad(server, {
+    url: server.url + first.path, connections: CONNECTIONS, duration,
     method: 'POST', headers: first.headers, body: first.body,
     setupClient: perConnectionSession(surface, sessions, checker(surface, checks)),
   })
-  const perSecond: number[] = []
-  inst.on('tick', (t: { counter: number }) => { if (perSecond.length < duration) perSecond.push(t.counter) })
-  const r = await inst
-  const wallUs = (performance.now() - w0) * 1000
-  const after = await server.stats(false)
-  return {
-    surface, round,
-    reqPerSec: r.requests.average, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, mean: r.latency.average,
-    total: r['2xx'] + r.non2xx, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
-    statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
-    checks, perSecond,
-    serverCpu: (after.cpuUserUs + after.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs) / wallUs,
-  }
+  return { surface, round, ...load, checks }
 }
 
 async function json(url: string, body: unknown): Promise<{ status: number; body: any }> {

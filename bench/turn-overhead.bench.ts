@@ -14,10 +14,10 @@
  *   npx tsx bench/turn-overhead.bench.ts      (or: npx tsx bench/run.ts turn-overhead)
  *   BENCH_CONNECTIONS=100 BENCH_DURATION=10 BENCH_WARMUP=3 BENCH_ROUNDS=3 to change the load.
  */
-import autocannon, { type AutocannonClient } from 'autocannon'
+import type { AutocannonClient } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
-import { meanLoad, type Load } from './lib/load.js'
+import { meanLoad, runLoad, type Load } from './lib/load.js'
 import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
 
 /** The service env for this benchmark (capability switches live in lib/env.ts BURROW_ENV). */
@@ -38,25 +38,10 @@ const TARGET_P99_RATIO = 3
 
 
 async function cannon(opts: { server: ServerChild; url: string; duration: number; setupClient?: (c: AutocannonClient) => void }): Promise<Load> {
-  const before = await opts.server.stats(false)
-  const w0 = performance.now()
-  const inst = autocannon({
-    url: opts.url, connections: CONNECTIONS, pipelining: 1, duration: opts.duration, timeout: 30,
-    method: 'POST', headers: HEADERS, body: BODY,
+  return runLoad(opts.server, {
+    url: opts.url, connections: CONNECTIONS, duration: opts.duration, method: 'POST', headers: HEADERS, body: BODY,
     ...(opts.setupClient ? { setupClient: opts.setupClient } : {}),
   })
-  const perSecond: number[] = []
-  inst.on('tick', (t: { counter: number }) => { if (perSecond.length < opts.duration) perSecond.push(t.counter) })
-  const r = await inst
-  const wallUs = (performance.now() - w0) * 1000
-  const after = await opts.server.stats(false)
-  return {
-    reqPerSec: r.requests.average, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, mean: r.latency.average,
-    total: r['2xx'] + r.non2xx, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
-    statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
-    perSecond,
-    serverCpu: (after.cpuUserUs + after.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs) / wallUs,
-  }
 }
 
 async function json(url: string, body: unknown): Promise<{ status: number; body: any }> {

@@ -16,10 +16,10 @@
  *   BENCH_CONNECTIONS=100 BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_ROUNDS=3 to change the load;
  *   BENCH_ONLY=fsync (with BENCH_CPU_PROF=1) to run and profile one configuration (no result).
  */
-import autocannon, { type AutocannonClient } from 'autocannon'
+import type { AutocannonClient } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
-import { meanLoad, statusCodes, type Load } from './lib/load.js'
+import { meanLoad, runLoad, statusCodes, type Load } from './lib/load.js'
 import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
@@ -41,24 +41,7 @@ type RowKey = (typeof ROWS)[number]['key']
 
 
 async function cannon(server: ServerChild, duration: number, setupClient: (c: AutocannonClient) => void): Promise<Load> {
-  const before = await server.stats(false)
-  const w0 = performance.now()
-  const inst = autocannon({
-    url: server.url, connections: CONNECTIONS, pipelining: 1, duration, timeout: 30,
-    method: 'POST', headers: HEADERS, body: BODY, setupClient,
-  })
-  const perSecond: number[] = []
-  inst.on('tick', (t: { counter: number }) => { if (perSecond.length < duration) perSecond.push(t.counter) })
-  const r = await inst
-  const wallUs = (performance.now() - w0) * 1000
-  const after = await server.stats(false)
-  return {
-    reqPerSec: r.requests.average, p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, mean: r.latency.average,
-    total: r['2xx'] + r.non2xx, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
-    statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
-    perSecond,
-    serverCpu: (after.cpuUserUs + after.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs) / wallUs,
-  }
+  return runLoad(server, { url: server.url, connections: CONNECTIONS, duration, method: 'POST', headers: HEADERS, body: BODY, setupClient })
 }
 
 async function json(url: string, body: unknown): Promise<{ status: number; body: any }> {
