@@ -14,6 +14,7 @@ import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { HnswMemoryStore } from '../../src/memory/hnsw-memory-store.js'
 import { openMemoryDb, type MemoryDb } from '../../src/memory/memory-db.js'
 import { decodeBlock } from '../../src/memory/posting-blocks.js'
+import { MemoryLayoutError } from '../../src/memory/memory-upgrade.js'
 import { eventually, startBurrow } from '../helpers/harness.js'
 
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'memory-v1')
@@ -110,4 +111,17 @@ t.test('the service on an upgraded directory: memory is listed and searched over
   t.same(page.items.map((e: MemoryEntry) => e.id), expected.alpha.entries.slice(0, 100).map((e) => e.id))
   const hits = (await h.api.get(`/v1/memory/search?q=${encodeURIComponent('INV-2024-1042')}&limit=3`)).body
   t.equal(hits.results[0]?.id, expected.alpha.searches['keyword:INV-2024-1042']![0], 'an identifier is found first')
+})
+
+t.test('a layout this build does not know (a newer release) is refused, and left as it was', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-mem-v3-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const db = openMemoryDb(dir, 'fsync')
+  await db.meta.put('layout', 3)
+  await db.root.close()
+  const before = await readFile(join(dir, 'memory', 'lmdb', 'data.mdb'))
+  const err = await openStore(dir, []).catch((e: unknown) => e)
+  t.type(err, MemoryLayoutError)
+  t.match((err as Error).message, /has layout 3; this build reads layout 2 and upgrades layout 1/)
+  t.ok(before.equals(await readFile(join(dir, 'memory', 'lmdb', 'data.mdb'))), 'not a byte changed')
 })
