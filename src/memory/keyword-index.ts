@@ -12,12 +12,13 @@ interface PostingList {
   /** Live postings among them (the document frequency). */
   df: number
   /**
-   * Over every slot (deleted ones too, so they only loosen it): the largest tf and the shortest
-   * document — an upper bound of the term's score in any document ({@link termScore} grows
-   * with tf and shrinks with the length).
+   * The largest {@link impact} of any slot at the index's `refAvgdl` (deleted slots too, so they
+   * only loosen it): times the term's idf, an upper bound of its score in any document while the
+   * average document length is at most `refAvgdl` (the score grows with it). Valid while `gen` is
+   * the index's `gen`; computed again on first use otherwise.
    */
-  maxTf: number
-  minDl: number
+  maxImpact: number
+  gen: number
 }
 
 /** Relative slack in the pruning tests: covers the rounding of sums taken in another order than the reference's. */
@@ -43,9 +44,9 @@ export class KeywordIndex implements KeywordSource {
   private totalLength = 0
   /** Labels below this are reflected here (present or deleted). */
   covered = 0
-  /** Scratch: per-label partial sums (0 = untouched; every BM25 term score is > 0), and the labels touched. */
-  private acc = new Float64Array(0)
-  private touched = new Uint32Array(0)
+  /** The average document length the lists' bounds are computed at (a little above the actual one), and its generation. */
+  private refAvgdl = 0
+  private gen = 0
 
   /**
    * Labels below `upTo` that were never added are deleted ones (a build from LMDB skips them):
@@ -117,22 +118,27 @@ export class KeywordIndex implements KeywordSource {
   /**
    * Okapi BM25, best `limit` first, ties by label: the same result as `bm25(this, …)`.
    *
-   * MaxScore, term at a time (Turtle & Flood's max_score; the pruning Lucene, Tantivy and
-   * PISA do document at a time): the query's terms in decreasing order of their upper bound
-   * (the rarest first) add their scores into a dense accumulator; once the bounds of the
-   * terms left cannot lift a document that none of the processed terms holds above the
-   * `limit`-th best partial sum, the long postings of the common terms left are not read.
-   * The documents that can still make it — partial sum + bounds left ≥ that sum — are taken
-   * best partial first, and each is scored exactly by looking its label up (binary search)
-   * in every term's sorted labels, summing in the reference's term order (first occurrence
-   * in the query), so the floats are identical to `bm25()`'s; this stops at the first whose
-   * partial sum + bounds left cannot beat the heap. The pruning tests, whose sums are taken
-   * in another order, keep a relative slack of 1e-9. No allocation per posting.
+   * MaxScore, document at a time (Turtle & Flood; as Lucene, Tantivy and PISA do): the query's
+   * lists sorted by their upper bound, smallest first. Documents are visited in label order,
+   * taken from the *essential* lists only — once the heap is full, a prefix of lists whose bounds
+   * add up to less than the heap's worst score cannot lift a document on their own, so they are
+   * no longer iterated but only looked up (a forward seek: cursors never move back) for the
+   * documents the essential lists bring, largest bound first, and a document is dropped as soon as
+   * its partial score plus the bounds left cannot beat the heap. On queries of common words the
+   * prefix grows to every list but the rarest: the work is about that list's length, not the sum
+   * of all lists. Each survivor's score is summed in the reference's term order (first occurrence
+   * in the query), so the floats are identical to `bm25()`'s; the pruning tests, whose sums are
+   * taken in another order, keep a relative slack of 1e-9. No allocation per posting.
    */
   top(queryTerms: readonly string[], limit: number, accept?: (label: number) => boolean): Array<{ label: number; score: number }> {
     const { docs, totalLength, lengths, live } = this
     if (docs === 0 || limit <= 0) return []
     const avgdl = totalLength / docs
+    if (avgdl > this.refAvgdl) {
+      // Bounds stay valid while the average length does not grow past this: 2 % of slack.
+      this.refAvgdl = avgdl * 1.02
+      this.gen++
+    }
     // The terms with live postings, in the reference's order, with their idf and bound.
     const lists: PostingList[] = []
     const idf: number[] = []
@@ -143,91 +149,69 @@ export class KeywordIndex implements KeywordSource {
       const w = Math.log(1 + (docs - list.df + 0.5) / (list.df + 0.5))
       lists.push(list)
       idf.push(w)
-      ub.push(termScore(w, list.maxTf, list.minDl, avgdl))
+      if (list.gen !== this.gen) this.bound(list)
+      ub.push(w * list.maxImpact)
     }
     const m = lists.length
     if (m === 0) return []
-    // order[i]: the term with the i-th largest bound; rest[i]: the sum of the bounds of order[i…].
-    const order = Array.from({ length: m }, (_, j) => j).sort((a, b) => ub[b]! - ub[a]! || a - b)
-    const rest = new Float64Array(m + 1)
-    for (let i = m - 1; i >= 0; i--) rest[i] = (rest[i + 1]! + ub[order[i]!]!) * SLACK
-    if (this.acc.length < this.covered) { this.acc = new Float64Array(this.lengths.length); this.touched = new Uint32Array(this.lengths.length) }
-    const acc = this.acc
-    const touched = this.touched
-    let nt = 0
-    let done = 0
-    for (; done < m; done++) {
-      // Could a document untouched so far still make it? Not when the bounds left are below the floor.
-      if (done > 0 && rest[done]! < rest[0]! - rest[done]!) {
-        if (rest[done]! < this.kthPartial(nt, limit)) break
-      }
-      const j = order[done]!
-      const { labels, tfs, n } = lists[j]!
-      const w = idf[j]!
-      for (let i = 0; i < n; i++) {
-        const label = labels[i]!
-        if (!live[label]) continue
-        if (accept && !accept(label)) continue
-        if (acc[label] === 0) touched[nt++] = label
-        acc[label] = acc[label]! + termScore(w, tfs[i]!, lengths[label]!, avgdl)
-      }
-    }
-    const left = rest[done]!
-    const exact = (label: number): number => {
-      let score = 0
-      for (let j = 0; j < m; j++) {
-        const list = lists[j]!
-        const p = find(list.labels, list.n, label)
-        if (p >= 0) score += termScore(idf[j]!, list.tfs[p]!, lengths[label]!, avgdl)
-      }
-      return score
-    }
-    // The `limit` best partial sums first, scored exactly (marked done with -1): the heap's
-    // floor is then a true score; then every other touched document that can still beat it.
-    const best = new TopK(limit)
-    for (let i = 0; i < nt; i++) best.offer(touched[i]!, acc[touched[i]!]!)
+    // order[i]: the term with the i-th smallest bound; below[i]: the sum of the bounds of order[0…i).
+    const order = Array.from({ length: m }, (_, j) => j).sort((a, b) => ub[a]! - ub[b]! || b - a)
+    const below = new Float64Array(m + 1)
+    for (let i = 0; i < m; i++) below[i + 1] = (below[i]! + ub[order[i]!]!) * SLACK
+    const pos = new Uint32Array(m)
+    /** The current document's score per term, by the reference's index (0 where absent). */
+    const ts = new Float64Array(m)
     const heap = new TopK(limit)
-    for (const { label } of best.sorted()) { heap.offer(label, exact(label)); acc[label] = -1 }
-    for (let i = 0; i < nt; i++) {
-      const label = touched[i]!
-      const a = acc[label]!
-      if (a < 0 || (heap.full && (a + left) * SLACK < heap.worst)) continue
-      if (heap.full && !this.canBeat(label, a, lists, idf, order, rest, done, avgdl, heap.worst)) continue
-      heap.offer(label, exact(label))
+    // Lists order[first…] are essential: they bring the documents.
+    let first = 0
+    for (;;) {
+      let d = Infinity
+      for (let i = first; i < m; i++) {
+        const list = lists[order[i]!]!
+        const p = pos[i]!
+        if (p < list.n && list.labels[p]! < d) d = list.labels[p]!
+      }
+      if (d === Infinity) break
+      let partial = 0
+      for (let i = first; i < m; i++) {
+        const j = order[i]!
+        const list = lists[j]!
+        const p = pos[i]!
+        if (p < list.n && list.labels[p] === d) {
+          const s = termScore(idf[j]!, list.tfs[p]!, lengths[d]!, avgdl)
+          ts[j] = s
+          partial += s
+          pos[i] = p + 1
+        } else ts[j] = 0
+      }
+      if (!live[d] || (accept && !accept(d))) continue
+      let beaten = false
+      for (let i = first - 1; i >= 0; i--) {
+        if (heap.full && (partial + below[i + 1]!) * SLACK < heap.worst) { beaten = true; break }
+        const j = order[i]!
+        const list = lists[j]!
+        const p = seek(list.labels, list.n, pos[i]!, d)
+        pos[i] = p
+        if (p < list.n && list.labels[p] === d) {
+          const s = termScore(idf[j]!, list.tfs[p]!, lengths[d]!, avgdl)
+          ts[j] = s
+          partial += s
+        } else ts[j] = 0
+      }
+      if (beaten || (heap.full && partial * SLACK < heap.worst)) continue
+      let score = 0
+      for (let j = 0; j < m; j++) score += ts[j]!
+      heap.offer(d, score)
+      if (heap.full) while (first < m && below[first + 1]! < heap.worst) first++
     }
-    for (let i = 0; i < nt; i++) acc[touched[i]!] = 0
     return heap.sorted()
-  }
-
-  /**
-   * Whether a document with partial sum `a` over the terms order[0…done) can still score above
-   * `worst`: the terms left are looked up, largest bound first, each replacing its bound by the
-   * document's score for it, until the bound drops below `worst` (then false).
-   */
-  private canBeat(label: number, a: number, lists: PostingList[], idf: number[], order: number[], rest: Float64Array, done: number, avgdl: number, worst: number): boolean {
-    for (let i = done; i < lists.length; i++) {
-      const j = order[i]!
-      const list = lists[j]!
-      const p = find(list.labels, list.n, label)
-      if (p >= 0) a += termScore(idf[j]!, list.tfs[p]!, this.lengths[label]!, avgdl)
-      if ((a + rest[i + 1]!) * SLACK < worst) return false
-    }
-    return true
-  }
-
-  /** The `k`-th largest partial sum among the touched documents, with slack (a lower bound of their final scores); 0 when fewer. */
-  private kthPartial(nt: number, k: number): number {
-    if (nt < k) return 0
-    const heap = new TopK(k)
-    for (let i = 0; i < nt; i++) heap.offer(0, this.acc[this.touched[i]!]!)
-    return heap.worst / SLACK
   }
 
   /** `dl`: the document's length (its bound is recomputed after a build, see {@link bound}). */
   private append(term: string, label: number, tf: number, dl: number): void {
     let list = this.terms.get(term)
     if (!list) {
-      list = { labels: new Uint32Array(2), tfs: new Uint32Array(2), n: 0, df: 0, maxTf: 0, minDl: dl }
+      list = { labels: new Uint32Array(2), tfs: new Uint32Array(2), n: 0, df: 0, maxImpact: 0, gen: this.gen }
       this.terms.set(term, list)
     }
     if (list.n === list.labels.length) {
@@ -242,22 +226,21 @@ export class KeywordIndex implements KeywordSource {
     list.tfs[list.n] = tf
     list.n++
     list.df++
-    if (tf > list.maxTf) list.maxTf = tf
-    if (dl < list.minDl) list.minDl = dl
+    // Before the first search (gen 0) there is no reference length yet: bounds are computed at first use.
+    if (this.gen > 0 && list.gen === this.gen) list.maxImpact = Math.max(list.maxImpact, impact(tf, dl, this.refAvgdl))
   }
 
-  /** Recomputes a list's bounds over its live slots. */
+  /** Recomputes a list's bound over its live slots, at the current reference length. */
   private bound(list: PostingList): void {
-    let maxTf = 0
-    let minDl = Infinity
+    let max = 0
     for (let i = 0; i < list.n; i++) {
       const label = list.labels[i]!
       if (!this.live[label]) continue
-      if (list.tfs[i]! > maxTf) maxTf = list.tfs[i]!
-      if (this.lengths[label]! < minDl) minDl = this.lengths[label]!
+      const f = impact(list.tfs[i]!, this.lengths[label]!, this.refAvgdl)
+      if (f > max) max = f
     }
-    list.maxTf = maxTf
-    list.minDl = minDl
+    list.maxImpact = max
+    list.gen = this.gen
   }
 
   /** Drops the deleted labels' slots from a list. */
@@ -270,7 +253,7 @@ export class KeywordIndex implements KeywordSource {
       j++
     }
     list.n = j
-    this.bound(list)
+    list.gen = -1
   }
 
   private grow(size: number): void {
@@ -291,16 +274,30 @@ function termScore(idf: number, tf: number, dl: number, avgdl: number): number {
   return idf * (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
 }
 
-/** The position of `label` among the first `n` sorted labels, or -1. */
-function find(labels: Uint32Array, n: number, label: number): number {
-  let lo = 0
-  let hi = n - 1
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1
-    const l = labels[mid]!
-    if (l < label) lo = mid + 1
-    else if (l > label) hi = mid - 1
-    else return mid
+/** A term's BM25 score in a document over its idf, at average document length `avgdl`: grows with `avgdl`. */
+function impact(tf: number, dl: number, avgdl: number): number {
+  return (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+}
+
+/** The first position at or after `from` among the first `n` sorted labels whose label is at least `label` (`n` when none): galloping, then binary search. */
+function seek(labels: Uint32Array, n: number, from: number, label: number): number {
+  if (from >= n || labels[from]! >= label) return from
+  // labels[lo] < label; widen the step until labels[hi] >= label or the end.
+  let lo = from
+  let step = 1
+  let hi = lo + 1
+  while (hi < n && labels[hi]! < label) {
+    lo = hi
+    step *= 2
+    hi = lo + step
   }
-  return -1
+  if (hi > n) hi = n
+  // The answer is in (lo, hi].
+  lo++
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (labels[mid]! < label) lo = mid + 1
+    else hi = mid
+  }
+  return lo
 }
