@@ -2,7 +2,7 @@ import { asBinary, type Database, type Key } from 'lmdb'
 import type { EventData, EventEnvelope } from '../core/events.js'
 import type { Message } from '../core/messages.js'
 import type { SessionRecord, TokenTotals } from '../core/session-record.js'
-import type { BurrowDbs } from './lmdb-env.js'
+import type { BurrowDbs } from './lmdb-dbs.js'
 
 // How a session is laid out in Burrow's LMDB environment (schema 3): the values each database
 // holds, and the writes that store a session's events and the record they produce.

@@ -1,7 +1,7 @@
 import type { Database, Key, RootDatabase } from 'lmdb'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { BurrowDbs } from './lmdb-env.js'
+import type { BurrowDbs } from './lmdb-dbs.js'
 import { applyWrites, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 
 /** The session reducer (injected: the store does not depend on the session layer). */

@@ -8,7 +8,7 @@ import { errors, json, SessionParams, SseHeaders, SseQuery, SseResponse } from '
 import { EventPageQuerySchema, EventPageSchema } from '../../core/wire.js'
 import { frameText } from './sse-frames.js'
 import { problemOf } from './problem.js'
-import type { RestMetrics } from './rest-api.js'
+import type { RestMetrics } from './rest-metrics.js'
 
 /** How long a dropped (slow) reader gets to take its final frame before its socket is destroyed. */
 const DROP_GRACE_MS = 5_000

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import type { SessionService } from '../../core/session-service.js'
 import { CapabilitiesSchema } from '../../core/wire.js'
 import { json, problems } from './route-schemas.js'
-import type { RestMetrics } from './rest-api.js'
+import type { RestMetrics } from './rest-metrics.js'
 
 const Health = Type.Object({ status: Type.String() })
 

@@ -14,15 +14,10 @@ import { noteRoutes } from './note-routes.js'
 import { opsRoutes } from './ops-routes.js'
 import { fromFastifyError, jsonSyntaxError, problemOf } from './problem.js'
 import { sessionRoutes } from './session-routes.js'
+import type { RestMetrics } from './rest-metrics.js'
 
-/** What the REST surface reports and exposes about itself (implemented by the app). */
-export interface RestMetrics {
-  observeHttp(method: string, route: string, status: number, seconds: number): void
-  sseOpened(): void
-  sseClosed(): void
-  text(): Promise<string>
-  readonly contentType: string
-}
+export type { RestMetrics } from './rest-metrics.js'
+
 
 export interface RestApiOptions { service: SessionService; metrics: RestMetrics }
 

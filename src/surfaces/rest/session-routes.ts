@@ -10,7 +10,7 @@ import {
 import { callContext } from './call-context.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
 import { eventText } from './sse-frames.js'
-import type { RestMetrics } from './rest-api.js'
+import type { RestMetrics } from './rest-metrics.js'
 
 const TurnResponses = (extra: Parameters<typeof errors>) => ({
   200: Type.Unsafe({
