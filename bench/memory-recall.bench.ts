@@ -1,13 +1,14 @@
 /**
  * memory-recall: does hybrid retrieval beat each signal alone, per query type, per embedder?
  *
- * A generated long-dialogue corpus (bench/lib/dialogue-corpus.ts, seeded): ~110 dated sessions
+ * Generated long-dialogue corpora (bench/lib/dialogue-corpus.ts; three seeds by default, BENCH_RECALL_SEEDS
+ * to choose, each in its own store, the queries pooled), each: ~110 dated sessions
  * between 14 named speakers, ~2,400 entries (every turn, every session header, pasted outputs
  * split into passages), and five query types — single-turn paraphrase, two-turn, temporal,
  * speaker-attributed, identifier — split into a tuning half and a held-out half.
  * For each embedder (the offline `hashed` one, and `use-lite` when its optional packages are
  * installed) every entry goes into a real `HnswMemoryStore`, and every query runs in `mode`
- * vector and keyword (their top-50 candidate lists, the fusion's input) and hybrid (limit 10).
+ * vector and keyword (their top-CANDIDATES lists, the fusion's input) and hybrid (limit 10).
  *  - Tuning half: a grid over the fusion's normalisations and weights, applied with the real
  *    `rank()` to the same candidate lists and exact-match sets; printed, never used to report.
  *  - Held-out half: recall@5, recall@10 (a gold passage in the top k) and MRR@10 per mode,
@@ -23,7 +24,7 @@ import { join } from 'node:path'
 import type { Embedder, MemoryQuery, NewMemoryEntry } from '../src/core/memory-store.js'
 import type { FusionWeights, Normalisation, Ranked } from '../src/memory/memory-ranking.js'
 import { appImport } from './lib/app.js'
-import { DIALOGUE_SEED, DIALOGUE_TYPES, dialogueCorpus, type DialogueQuery } from './lib/dialogue-corpus.js'
+import { DIALOGUE_SEED, DIALOGUE_TYPES, dialogueCorpus, type DialogueCorpus, type DialogueQuery } from './lib/dialogue-corpus.js'
 import { isMain, metric, percentile, target, type BenchResult, type Metric } from './lib/types.js'
 
 const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
@@ -55,39 +56,51 @@ function scores(lists: readonly Ranked[][], qs: readonly DialogueQuery[], idx: r
   return { r5: r5 / n, r10: r10 / n, mrr: mrr / n }
 }
 
-async function runEmbedder(name: string, open: () => Promise<Embedder & { close?: () => Promise<void> }>, passages: string[], qs: DialogueQuery[]): Promise<EmbedderRun> {
+/**
+ * Every corpus into its own fresh store (labels are a corpus's passage indices), every query of
+ * it in each mode; the lists of all corpora concatenated in corpus order, as the queries are.
+ */
+async function runEmbedder(name: string, open: () => Promise<Embedder & { close?: () => Promise<void> }>, corpora: readonly DialogueCorpus[]): Promise<EmbedderRun> {
   const rss0 = process.memoryUsage().rss
   const l0 = performance.now()
   const embedder = await open()
   const loadMs = performance.now() - l0
-  const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-memory-recall-'))
   const lists: Lists = { vector: [], keyword: [], hybrid: [], ms: { vector: [], keyword: [], hybrid: [] } }
-  let ingestPerS = 0
+  let added = 0
+  let addMs = 0
   try {
-    const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
-    const entries: NewMemoryEntry[] = passages.map((content, i) => ({ tenant: TENANT, content, session_id: null, turn: null, seq: i }))
-    const a0 = performance.now()
-    for (let i = 0; i < entries.length; i += 250) await store.add(entries.slice(i, i + 250))
-    // Until every entry is embedded and in the HNSW index (use-lite embeds in the background, after the add answered).
-    while (store.indexBacklog() > 0) await new Promise((r) => setTimeout(r, 20))
-    ingestPerS = entries.length / ((performance.now() - a0) / 1000)
-    console.log(`  ${name}: ${entries.length} entries added (${ingestPerS.toFixed(0)}/s), loaded in ${loadMs.toFixed(0)} ms`)
-    for (const mode of MODES) {
-      for (const q of qs) {
-        const t0 = performance.now()
-        const hits = await store.search({ tenant: TENANT, text: q.text, limit: mode === 'hybrid' ? 10 : CANDIDATES, mode })
-        lists.ms[mode].push(performance.now() - t0)
-        lists[mode].push(hits.map((h) => ({ label: h.entry.seq!, score: h.score })))
+    for (const { passages, queries: qs } of corpora) {
+      const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-memory-recall-'))
+      try {
+        const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
+        const entries: NewMemoryEntry[] = passages.map((content, i) => ({ tenant: TENANT, content, session_id: null, turn: null, seq: i }))
+        const a0 = performance.now()
+        for (let i = 0; i < entries.length; i += 250) await store.add(entries.slice(i, i + 250))
+        // Until every entry is embedded and in the HNSW index (use-lite embeds in the background, after the add answered).
+        while (store.indexBacklog() > 0) await new Promise((r) => setTimeout(r, 20))
+        addMs += performance.now() - a0
+        added += entries.length
+        for (const mode of MODES) {
+          for (const q of qs) {
+            const t0 = performance.now()
+            const hits = await store.search({ tenant: TENANT, text: q.text, limit: mode === 'hybrid' ? 10 : CANDIDATES, mode })
+            lists.ms[mode].push(performance.now() - t0)
+            lists[mode].push(hits.map((h) => ({ label: h.entry.seq!, score: h.score })))
+          }
+        }
+        await store.close()
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
       }
+      console.log(`  ${name}: ${entries(passages)} entries added and ${qs.length} queries × ${MODES.length} modes searched`)
     }
-    console.log(`  ${name}: ${qs.length} queries × ${MODES.length} modes searched`)
-    await store.close()
   } finally {
     await embedder.close?.()
-    rmSync(dir, { recursive: true, force: true })
   }
-  return { name, id: embedder.id, lists, ingestPerS, loadMs, rssMb: (process.memoryUsage().rss - rss0) / 1e6 }
+  return { name, id: embedder.id, lists, ingestPerS: added / (addMs / 1000), loadMs, rssMb: (process.memoryUsage().rss - rss0) / 1e6 }
 }
+
+const entries = (passages: readonly string[]) => passages.length.toLocaleString('en-US')
 
 /** The passages holding every identifier the query names, from postings built here with the service's tokenizer. */
 function exactSets(passages: string[], qs: DialogueQuery[]): Array<Set<number> | undefined> {
@@ -105,17 +118,20 @@ const rrf = (v: readonly Ranked[], k: readonly Ranked[]): Ranked[] => {
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
-  const seed = Number(process.env.BENCH_SEED) || DIALOGUE_SEED
-  const corpus = dialogueCorpus({ seed })
-  const { passages, queries: qs } = corpus
-  const exact = exactSets(passages, qs)
+  // Several corpora (seeds), pooled: with ~30 held-out queries per type one corpus decides a type by one query.
+  const seeds = (process.env.BENCH_RECALL_SEEDS ?? [0, 1, 2].map((i) => DIALOGUE_SEED + i).join(',')).split(',').map(Number)
+  const corpora = seeds.map((seed) => dialogueCorpus({ seed }))
+  const corpus = corpora[0]!
+  const qs = corpora.flatMap((c) => c.queries)
+  const exact = corpora.flatMap((c) => exactSets(c.passages, c.queries))
+  const passages = corpora.flatMap((c) => c.passages)
   const half = (h: DialogueQuery['half'], type?: string) => qs.map((q, i) => (q.half === h && (!type || q.type === type) ? i : -1)).filter((i) => i >= 0)
   const defaultEmbedder = loadConfig({}).embedder
 
-  const runs: EmbedderRun[] = [await runEmbedder('hashed', async () => new HashedEmbedder(), passages, qs)]
+  const runs: EmbedderRun[] = [await runEmbedder('hashed', async () => new HashedEmbedder(), corpora)]
   let liteSkipped = ''
   try {
-    runs.push(await runEmbedder('use-lite', () => UseLiteEmbedder.open(), passages, qs))
+    runs.push(await runEmbedder('use-lite', () => UseLiteEmbedder.open(), corpora))
   } catch (err) {
     liteSkipped = (err as Error).message
   }
@@ -175,14 +191,14 @@ export async function run(): Promise<BenchResult> {
   return {
     name: 'memory-recall',
     title: 'Memory recall on long dialogues: vector vs. keyword vs. hybrid, per query type and embedder (held-out half)',
-    description: `A seeded generated corpus (\`bench/lib/dialogue-corpus.ts\`): ${corpus.stats.sessions} dated sessions between ${corpus.stats.speakers} named speakers, ${passages.length.toLocaleString('en-US')} entries (${corpus.stats.turns} turns, each \`[date] Speaker: text\`, session headers, and ${corpus.stats.pastes} pasted outputs split with \`splitPassages\`), mostly small talk and near misses on the same topics. ${qs.length} queries phrased as a person asks them, five types: **single-turn** (a fact said once, asked in other words), **two-turn** (a question and its answer; either turn is gold), **temporal** ("when did…", the turn saying it happened), **speaker** ("what did Omar say about…", several people discuss the same thing), **identifier** (ticket, invoice, host, version, commit or path on one line of a long paste). Queries alternate per type into a tuning half (the fusion grid) and a held-out half (everything reported). Each embedder's entries go into a real \`HnswMemoryStore\`; every query runs in mode vector and keyword (top ${CANDIDATES}) and hybrid (top 10). Recall@k: share of queries with a gold entry in the top k; MRR over the top 10. "Old RRF" is the previous fusion (equal-weight reciprocal rank, k = 60) on the same candidates, without its exact-first rule.`,
+    description: `${corpora.length} generated corpora (\`bench/lib/dialogue-corpus.ts\`, one per seed, each in its own store, results pooled); the first: ${corpus.stats.sessions} dated sessions between ${corpus.stats.speakers} named speakers, ${corpus.passages.length.toLocaleString('en-US')} entries (${corpus.stats.turns} turns, each \`[date] Speaker: text\`, session headers, and ${corpus.stats.pastes} pasted outputs split with \`splitPassages\`), mostly small talk and near misses on the same topics (${passages.length.toLocaleString('en-US')} entries in all). ${qs.length} queries in all, phrased as a person asks them, five types: **single-turn** (a fact said once, asked in other words), **two-turn** (a question and its answer; either turn is gold), **temporal** ("when did…", the turn saying it happened), **speaker** ("what did Omar say about…", several people discuss the same thing), **identifier** (ticket, invoice, host, version, commit or path on one line of a long paste). Queries alternate per type into a tuning half (the fusion grid) and a held-out half (everything reported). Each embedder's entries go into a real \`HnswMemoryStore\`; every query runs in mode vector and keyword (top ${CANDIDATES}) and hybrid (top 10). Recall@k: share of queries with a gold entry in the top k; MRR over the top 10. "Old RRF" is the previous fusion (equal-weight reciprocal rank, k = 60) on the same candidates, without its exact-first rule.`,
     config: {
       entries: passages.length,
       'queries tuning / held-out': `${half('tune').length} / ${half('held-out').length}`,
       embedders: runs.map((r) => r.id).join(', ') + (liteSkipped ? ` (use-lite skipped: ${liteSkipped})` : ''),
       'default embedder (BURROW_EMBEDDER unset)': defaultEmbedder,
       fusion: runs.map((r) => { const f = fusionFor(r.id); return `${r.name}: ${f.normalisation}, vector ${f.vector}, keyword ${f.keyword}` }).join('; '),
-      'corpus seed': String(seed),
+      'corpus seeds': seeds.join(', '),
     },
     metrics,
     targets,

@@ -18,7 +18,6 @@ import type { RestMetrics } from './rest-metrics.js'
 
 export type { RestMetrics } from './rest-metrics.js'
 
-
 export interface RestApiOptions { service: SessionService; metrics: RestMetrics }
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
