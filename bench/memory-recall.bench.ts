@@ -186,7 +186,9 @@ export async function run(): Promise<BenchResult> {
     metrics.push(metric(`${r.name}: process RSS growth over the run`, r.rssMb, 'MB'))
   }
   // The store's hybrid must be rank() with the frozen weights on the same candidates (the grid's premise).
-  const same = runs.every((r) => qs.every((_, i) => rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], fusionFor(r.id)).map((h) => h.label).join() === r.lists.hybrid[i]!.map((h) => h.label).join()))
+  // (They can differ where HNSW's answer depends on its search breadth: a vector-only query searches at
+  // efSearch, a hybrid query's vector side at efHybrid.)
+  const differ = runs.map((r) => `${r.name} ${qs.filter((_, i) => rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], fusionFor(r.id)).map((h) => h.label).join() !== r.lists.hybrid[i]!.map((h) => h.label).join()).length}`)
 
   return {
     name: 'memory-recall',
@@ -206,7 +208,7 @@ export async function run(): Promise<BenchResult> {
     notes: [
       `Held-out recall (%), per query type and embedder:\n\n${table.join('\n')}\n`,
       `Best fusion on the tuning half per embedder: ${runs.map((r) => `${r.name} ${JSON.stringify(bestOf.get(r.name))}`).join('; ')}. The frozen weights (\`FUSION_BY_EMBEDDER\`): ${runs.map((r) => `${r.name} ${JSON.stringify(fusionFor(r.id))}`).join("; ")}.`,
-      `The store's hybrid results ${same ? 'equal' : 'DIFFER from'} \`rank()\` with \`fusionFor(embedder)\` applied to its vector and keyword candidate lists and the exact-match sets computed here.`,
+      `Queries whose store hybrid result differs from \`rank()\` with \`fusionFor(embedder)\` applied to the vector and keyword candidate lists and the exact-match sets computed here (the grid's premise; HNSW's breadth differs between a vector query and a hybrid query's vector side): ${differ.join(', ')} of ${qs.length}.`,
       `Grid (tuning half): ${grid.join(' — ')}`,
     ],
     date: new Date().toISOString(),
