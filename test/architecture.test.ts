@@ -1,4 +1,4 @@
-// The layering of STYLE.md, enforced: a rule nobody checks erodes.
+// The layering of docs/architecture.md, enforced: a rule nobody checks erodes.
 import t from 'tap'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, relative, dirname, resolve } from 'node:path'

@@ -1,7 +1,7 @@
 import type { EffectiveCompaction } from '../core/session-record.js'
 import { StartupError } from './startup-error.js'
 
-/** Every setting of the service, checked at start-up (README: Configuration). */
+/** Every setting of the service, checked at start-up (docs/configuration.md). */
 export interface Config {
   host: string
   port: number
@@ -59,7 +59,7 @@ type Env = Record<string, string | undefined>
 
 /**
  * The embedder when `BURROW_EMBEDDER` is unset, chosen from the recall benchmark's numbers
- * (README: Memory, docs/benchmarks.md: memory-recall).
+ * (docs/guarantees.md, Memory; docs/benchmarks.md, memory-recall).
  */
 export const DEFAULT_EMBEDDER: 'hashed' | 'use-lite' = 'hashed'
 

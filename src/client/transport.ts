@@ -10,7 +10,7 @@
  * - any other non-2xx answer (a proxy's HTML page, …) → `INTERNAL` with `data.status`;
  * - no answer at all → `INTERNAL` with `data.transport` = `'network'` (connection refused
  *   or reset), `'timeout'` (`timeoutMs` elapsed) or `'stream'` (a turn stream ended before
- *   the turn did). The contract has no "unreachable" code, and these are not server
+ *   the turn did). The code table has no "unreachable" code, and these are not server
  *   verdicts: the request may or may not have taken effect, so retry it with the same
  *   `Idempotency-Key`. `cause` keeps the underlying error.
  */

@@ -1,7 +1,7 @@
 import type { Message } from './messages.js'
 import type { EffectiveCompaction } from './session-record.js'
 
-/** Verbatim compaction texts (the prompt and the summary prefix; README: Compaction). */
+/** Verbatim compaction texts (the prompt and the summary prefix; docs/guarantees.md, Compaction). */
 export const COMPACTION_PROMPT = `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
 
 Include:

@@ -1,5 +1,5 @@
 /**
- * The one error-code table (README: Error codes). This is the only place an HTTP status,
+ * The one error-code table (docs/api.md, Error codes). This is the only place an HTTP status,
  * a JSON-RPC number or a CLI exit code is written; every surface derives from it.
  *
  * Codes are append-only: a retired code is never reused, and a JSON-RPC number
@@ -37,7 +37,7 @@ export const ERROR_TABLE = {
   PROVIDER_ERROR: { http: 502, rpc: -32015, exit: 15, title: 'Provider error', message: 'The LLM provider failed.' },
   PROVIDER_TIMEOUT: { http: 504, rpc: -32016, exit: 16, title: 'Provider timeout', message: 'The LLM provider did not answer in time.' },
   INTERNAL: { http: 500, rpc: -32017, exit: 17, title: 'Internal error', message: 'Internal error.' },
-  // Appended after the contract's first table (codes are append-only).
+  // Appended later, in the order they were added (codes are append-only).
   ROUTE_NOT_FOUND: { http: 404, rpc: -32601, exit: 18, title: 'Not found', message: 'No such route or method.' },
   SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
   INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },

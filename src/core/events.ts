@@ -2,8 +2,8 @@ import type { ContentBlock, Message, ToolCall } from './messages.js'
 import type { SessionConfig } from './session-record.js'
 
 /**
- * Event types (README: Events). Every type except `text_delta` is stored in the event
- * log and replayable. Beyond the contract's list: `assistant_message` records each
+ * Event types (docs/api.md, Events). Every type except `text_delta` is stored in the event
+ * log and replayable. Burrow's own additions: `assistant_message` records each
  * completed LLM step (the assistant's message and that call's usage) so history can be
  * rebuilt from the log, and `note_set` / `note_deleted` record session notes.
  */

@@ -1,7 +1,7 @@
 import type { SessionRecord } from './session-record.js'
 import type { SessionCreated, SessionSummary, SessionView } from './wire.js'
 
-/** The public shapes of a session record (README: Using it). */
+/** The public shapes of a session record (docs/api.md, The session view). */
 export function toCreated(r: SessionRecord): SessionCreated {
   const c = r.config
   return {

@@ -1,5 +1,5 @@
 /**
- * Wire shapes of the contract (snake_case JSON), as TypeBox schemas so that every
+ * Wire shapes of the API (docs/api.md; snake_case JSON), as TypeBox schemas so that every
  * surface validates against — and the OpenAPI document is generated from — one
  * definition. TypeScript types are derived from them, never written twice.
  */

@@ -11,7 +11,7 @@ import type { LiveSession } from './live-session.js'
 /** What compaction discarded, for whoever indexes it (semantic memory). */
 export interface Discarded { session: LiveSession; turn: number; messages: Message[]; seqs: number[]; turns: number[] }
 
-/** The history estimate (README: Compaction): `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
+/** The history estimate (docs/guarantees.md, Compaction): `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
 export function estimatedHistoryTokens(r: SessionRecord): number {
   return Math.floor(r.history_chars / 4)
 }

@@ -1,7 +1,7 @@
 import { SUMMARY_PREFIX } from '../core/compactor.js'
 import { checkHistory, isToolResultMessage, textOf, toolUsesOf, type ContentBlock, type Message } from '../core/messages.js'
 
-/** A turn starts at a user message that is not a tool-results message (README: Compaction). */
+/** A turn starts at a user message that is not a tool-results message (docs/guarantees.md, Compaction). */
 export function isTurnStart(m: Message): boolean {
   return m.role === 'user' && !isToolResultMessage(m)
 }

@@ -8,7 +8,7 @@ import type { SessionRecord } from '../core/session-record.js'
 import { renderEvent } from './transcript.js'
 
 /**
- * The projection (README: Durability): an async worker that tails the event log and keeps
+ * The projection (docs/guarantees.md, Durability): an async worker that tails the event log and keeps
  * `sessions/<id>/session.json` and `sessions/<id>/transcript.md` under the data dir.
  * Files are written atomically (temp file + rename), a checkpoint per session records
  * how far they go, and they are never read back as a source of truth. Commits only

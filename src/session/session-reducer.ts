@@ -140,7 +140,7 @@ function pushMessage(r: SessionRecord, m: Message, seq: number, turn: number): v
   r.history_chars += JSON.stringify(m).length
 }
 
-/** The message a compaction puts first: the contract's prefix, then the summary. */
+/** The message a compaction puts first: the fixed prefix (core/compactor.ts), then the summary. */
 export function summaryMessage(summary: string): Message {
   return { role: 'user', content: [{ type: 'text', text: `${SUMMARY_PREFIX}\n${summary}` }] }
 }

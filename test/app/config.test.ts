@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { ConfigError, loadConfig } from '../../src/app/config.js'
 
-t.test('defaults follow the contract', async (t) => {
+t.test('defaults are those of docs/configuration.md', async (t) => {
   const c = loadConfig({})
   t.equal(c.host, '127.0.0.1')
   t.equal(c.port, 8080)
@@ -74,7 +74,7 @@ t.test('start-up checks: BURROW_ALLOW_EMPTY_STORE and BURROW_MIN_FREE_BYTES', as
   }
 })
 
-t.test('BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER (the contract), and says what it overrode', async (t) => {
+t.test('BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER, and says what it overrode', async (t) => {
   const both = loadConfig({ BURROW_EMBEDDER: 'use-lite', BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1', BURROW_EMBEDDINGS_MODEL: 'm' })
   t.equal(both.embedder, 'endpoint')
   t.equal(both.embedderOverridden, 'use-lite')

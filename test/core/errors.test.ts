@@ -37,14 +37,16 @@ t.test('numbers are never shared between rows', async (t) => {
   }
 })
 
-t.test('codes added beyond the contract are documented in the README table', async (t) => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
-  const section = readme.slice(readme.indexOf('## Error codes'))
-  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (-\d+) \|/gm)].map((m) => [m[1], Number(m[2]), Number(m[3])])
-  t.same(rows.map((r) => r[0]).sort(), [...ERROR_CODES].sort(), 'README lists exactly the codes of the table')
-  for (const [code, http, rpc] of rows) {
-    t.equal(http, ERROR_TABLE[code as keyof typeof ERROR_TABLE].http, `${code} HTTP in README`)
-    t.equal(rpc, ERROR_TABLE[code as keyof typeof ERROR_TABLE].rpc, `${code} JSON-RPC in README`)
+t.test('docs/api.md documents exactly the table, row by row', async (t) => {
+  const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8')
+  const section = doc.slice(doc.indexOf('## Error codes'))
+  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (-\d+) \| (\d+) \|/gm)].map((m) => [m[1]!, Number(m[2]), Number(m[3]), Number(m[4])] as const)
+  t.same(rows.map((r) => r[0]), [...ERROR_CODES], 'docs/api.md lists exactly the codes of the table, in its order')
+  for (const [code, http, rpc, exit] of rows) {
+    if (!isErrorCode(code)) continue
+    t.equal(http, ERROR_TABLE[code].http, `${code} HTTP in docs/api.md`)
+    t.equal(rpc, ERROR_TABLE[code].rpc, `${code} JSON-RPC in docs/api.md`)
+    t.equal(exit, ERROR_TABLE[code].exit, `${code} CLI exit code in docs/api.md`)
   }
 })
 

@@ -21,7 +21,7 @@ t.test('checkHistory finds orphans, duplicates and misplaced blocks', async (t) 
   t.match(checkHistory([user('a'), call('1'), results('1'), call('1'), results('1')]), { problem: /duplicate tool_use id 1/ })
 })
 
-t.test('the compaction texts are the contract’s, verbatim', async (t) => {
+t.test('the compaction texts are the canonical ones, verbatim', async (t) => {
   t.equal(COMPACTION_PROMPT, `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
 
 Include:

@@ -76,7 +76,7 @@ export interface Harness {
 /** Env for the capability-free (ephemeral) build; tests add what they need. */
 export const EPHEMERAL_ENV = { BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' } as const
 
-/** The capability builds the REST suites run in (README: Capabilities; A and B so far). */
+/** The capability builds the REST suites run in (docs/api.md, Capabilities; A and B so far). */
 export const MODES = [
   { name: 'ephemeral', env: { BURROW_SESSION_STORE: 'off' } as Record<string, string>, persistent: false },
   { name: 'lmdb', env: { BURROW_SESSION_STORE: 'lmdb' } as Record<string, string>, persistent: true },

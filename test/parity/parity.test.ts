@@ -1,4 +1,4 @@
-// Surface parity (issue 6): in each capability build A–F (README: Capabilities) the same scenario over
+// Surface parity (issue 6): in each capability build A–F (docs/surfaces.md) the same scenario over
 // REST (JSON and SSE), JSON-RPC (HTTP, stdio, and `burrow rpc`), MCP over HTTP and the CLI
 // gives the same results and the same codes, and compaction events reach every surface
 // that streams — plus every session's SSE event stream, read with the `eventsource` client.
@@ -159,7 +159,7 @@ for (const b of BUILDS) {
           t.same(all(name), compactionLog(o.events), `${name} streamed what its session's event log records`)
         }
       }
-      // Envelopes are the same on every surface (README: Events): what a turn delivered is what the session stream carries.
+      // Envelopes are the same on every surface (docs/api.md, Events): what a turn delivered is what the session stream carries.
       for (const [name, o] of observers) {
         for (const [i, r] of turns.get(name)!.entries()) {
           if (!r.envelopes || !r.outcome.ok) continue

@@ -161,7 +161,7 @@ t.test('the history estimate is kept incrementally and equals the naive recomput
   t.pass()
 })
 
-t.test('the summary message is the contract prefix followed by the summary', async (t) => {
+t.test('the summary message is the summary prefix followed by the summary', async (t) => {
   const m = summaryMessage('the summary')
   t.same(m, { role: 'user', content: [{ type: 'text', text: `${SUMMARY_PREFIX}\nthe summary` }] })
   t.equal(toolUsesOf(m).length, 0)

@@ -36,7 +36,7 @@ export interface CliHost {
   onInterrupt(cb: () => void): () => void
 }
 
-/** The exact line `sessions list` prints without the session store (README: Error codes). */
+/** The exact line `sessions list` prints without the session store (docs/api.md, Error codes). */
 const PERSISTENCE_OFF = ERROR_TABLE.SESSION_PERSISTENCE_DISABLED.message
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The MCP surface (README: Other surfaces, Error codes): Burrow's operations as MCP tools, a thin adapter
+ * The MCP surface (docs/surfaces.md, MCP): Burrow's operations as MCP tools, a thin adapter
  * over the one SessionService. Each tool returns the service's result as
  * `structuredContent` plus a short text; a failure is a tool error (`isError: true`)
  * with text `error[CODE]: message` and `structuredContent: { code, message, ...data }`.

@@ -35,7 +35,7 @@ function validators(): { body: Ajv; other: Ajv } {
 }
 
 /**
- * The REST + SSE surface (README: Using it): a thin adapter that parses, calls the one
+ * The REST + SSE surface (docs/api.md): a thin adapter that parses, calls the one
  * SessionService, and maps BurrowError codes through the one table.
  */
 const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyInstance, opts) => {

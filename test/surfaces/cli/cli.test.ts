@@ -115,7 +115,7 @@ t.test('capabilities off: the exact messages and the table exit codes', async (t
   const dir = await tempDir(t)
   const noStore = { BURROW_DATA_DIR: dir, BURROW_SESSION_STORE: 'off' }
   const list = await cli(['sessions', 'list'], noStore)
-  t.equal(list.out, PERSISTENCE_OFF, 'prints exactly the contract line')
+  t.equal(list.out, PERSISTENCE_OFF, 'prints exactly the documented line')
   t.equal(list.err, '')
   t.equal(list.code, exit('SESSION_PERSISTENCE_DISABLED'))
   const asJson = json(await cli(['--json', 'sessions', 'list'], noStore))

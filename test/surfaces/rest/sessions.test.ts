@@ -103,7 +103,7 @@ for (const mode of MODES) t.test(`${mode.name}: create sessions; persistence ope
     t.equal(add.body.code, 'MEMORY_STORE_DISABLED')
   })
 
-  if (!mode.persistent) t.test('persistence operations answer SESSION_PERSISTENCE_DISABLED with the contract message', async (t) => {
+  if (!mode.persistent) t.test('persistence operations answer SESSION_PERSISTENCE_DISABLED with the message of the code table', async (t) => {
     const id = await api.createSession()
     const calls = [
       () => api.get(`/v1/sessions/${id}`),
