@@ -131,6 +131,7 @@ export async function run(): Promise<BenchResult> {
   const runs: EmbedderRun[] = [await runEmbedder('hashed', async () => new HashedEmbedder(), corpora)]
   let liteSkipped = ''
   try {
+    if (process.env.BENCH_RECALL_USE_LITE === '0') throw new Error('BENCH_RECALL_USE_LITE=0')
     runs.push(await runEmbedder('use-lite', () => UseLiteEmbedder.open(), corpora))
   } catch (err) {
     liteSkipped = (err as Error).message
@@ -153,11 +154,11 @@ export async function run(): Promise<BenchResult> {
           if (h >= Math.max(scores(r.lists.vector, qs, idx).r5, scores(r.lists.keyword, qs, idx).r5)) sat++
           mean += h / DIALOGUE_TYPES.length
         }
-        row.push(`${(k / 20).toFixed(2)}:${pct(mean).toFixed(1)}${sat === DIALOGUE_TYPES.length ? '✓' : ''}`)
+        row.push(`${(k / 20).toFixed(2)}:${pct(mean).toFixed(1)}${sat === DIALOGUE_TYPES.length ? '✓' : `(${sat})`}`)
         // Every type at least as good as its best single signal first, then the mean recall@5.
         if (!best || sat > best.sat || (sat === best.sat && mean > best.mean + 1e-9)) best = { w, sat, mean }
       }
-      grid.push(`${r.name}, ${normalisation} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal): ${row.join(' ')}`)
+      grid.push(`${r.name}, ${normalisation} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal, (n) = n types not below): ${row.join(' ')}`)
     }
     bestOf.set(r.name, best!)
     console.log(grid.slice(-3).join('\n'))
