@@ -1,14 +1,13 @@
 // OpenAiProvider against the fake OpenAI Chat Completions server: streaming, tool calls,
 // history translation (validated by the fake like the real API), errors, timeouts, aborts.
-import { createServer as createHttpServer } from 'node:http'
-import { createServer, type AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { BurrowError, type ErrorCode } from '../../src/core/errors.js'
 import type { LlmRequest } from '../../src/core/llm.js'
 import type { Message, ToolDefinition } from '../../src/core/messages.js'
 import { OpenAiProvider } from '../../src/providers/openai-provider.js'
 import { ProviderHttp, type ProviderHttpOptions } from '../../src/providers/provider-http.js'
+import { caught, isCode } from '../helpers/errors.js'
 import { startFakeLlm, type FakeLlmServer, type FakeStep } from '../helpers/fake-llm-server.js'
+import { closedPort, sseServer } from '../helpers/servers.js'
 
 const HTTP: ProviderHttpOptions = {
   headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50,
@@ -39,21 +38,6 @@ const TOOLS: ToolDefinition[] = [
   { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
   { name: 'get_time', input_schema: { type: 'object', properties: { tz: { type: 'string' } } } },
 ]
-
-async function caught(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
-}
-
-function isCode(t: Test, err: unknown, code: ErrorCode): err is BurrowError {
-  t.ok(err instanceof BurrowError, `a BurrowError (got ${String(err)})`)
-  t.equal((err as BurrowError).code, code)
-  return err instanceof BurrowError
-}
 
 function chunksOf(s: string, n: number): string[] {
   const out: string[] = []
@@ -434,29 +418,3 @@ t.test('an already-aborted signal rejects with its reason and sends nothing', as
   t.equal(err, reason)
   t.equal(fake.requests.length, 0)
 })
-
-async function closedPort(): Promise<number> {
-  const srv = createServer()
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve))
-  const { port } = srv.address() as AddressInfo
-  await new Promise<void>((resolve) => srv.close(() => resolve()))
-  return port
-}
-
-/** A bare SSE server sending `frames` verbatim (for wire events the fake does not script). */
-async function sseServer(t: Test, frames: string[]): Promise<string> {
-  const server = createHttpServer((rq, rs) => {
-    rq.resume()
-    rq.on('end', () => {
-      rs.writeHead(200, { 'content-type': 'text/event-stream' })
-      for (const f of frames) rs.write(f)
-      rs.end()
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
