@@ -1,5 +1,6 @@
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici'
 import { BurrowError } from '../core/errors.js'
+import { httpRetry, type RetryPolicy } from '../core/http-retry.js'
 import type { Embedder } from '../core/memory-store.js'
 
 export interface OpenAiEmbedderOptions {
@@ -17,7 +18,7 @@ export interface OpenAiEmbedderOptions {
   batchSize?: number
   /** Time allowed for one attempt, response headers and body (default 60 s). */
   timeoutMs?: number
-  /** Retries after the first attempt, for 429/5xx and connection errors before a response (default 2). */
+  /** Retries after the first attempt, for the failures `core/http-retry.ts` retries (default 2). */
   maxRetries?: number
   /** Backoff: full jitter up to `retryBaseMs · 2^attempt`, capped at `retryMaxMs` (defaults 500 ms, 8 s). */
   retryBaseMs?: number
@@ -26,8 +27,6 @@ export interface OpenAiEmbedderOptions {
   dispatcher?: Dispatcher
 }
 
-const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504, 529])
-const RETRYABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET'])
 const PROVIDER = 'embeddings'
 
 /**
@@ -44,9 +43,7 @@ export class OpenAiEmbedder implements Embedder {
   private dims = 0
   private readonly batchSize: number
   private readonly timeoutMs: number
-  private readonly maxRetries: number
-  private readonly retryBaseMs: number
-  private readonly retryMaxMs: number
+  private readonly policy: RetryPolicy
   private readonly dispatcher: Dispatcher
   private readonly ownsDispatcher: boolean
 
@@ -56,9 +53,11 @@ export class OpenAiEmbedder implements Embedder {
     this.id = `openai:${opts.model}@${new URL(this.url).host}`
     this.batchSize = intIn('batchSize', opts.batchSize ?? 256, 1, 2048)
     this.timeoutMs = intIn('timeoutMs', opts.timeoutMs ?? 60_000, 1, 3_600_000)
-    this.maxRetries = intIn('maxRetries', opts.maxRetries ?? 2, 0, 10)
-    this.retryBaseMs = intIn('retryBaseMs', opts.retryBaseMs ?? 500, 0, 60_000)
-    this.retryMaxMs = intIn('retryMaxMs', opts.retryMaxMs ?? 8_000, 0, 300_000)
+    this.policy = {
+      maxRetries: intIn('maxRetries', opts.maxRetries ?? 2, 0, 10),
+      baseMs: intIn('retryBaseMs', opts.retryBaseMs ?? 500, 0, 60_000),
+      maxMs: intIn('retryMaxMs', opts.retryMaxMs ?? 8_000, 0, 300_000),
+    }
     this.ownsDispatcher = opts.dispatcher === undefined
     this.dispatcher = opts.dispatcher ?? new Agent({
       connect: { timeout: Math.min(this.timeoutMs, 10_000) },
@@ -96,32 +95,29 @@ export class OpenAiEmbedder implements Embedder {
     const payload = JSON.stringify({ model: this.opts.model, input, encoding_format: 'float' })
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' }
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`
-    for (let attempt = 0; ; attempt++) {
-      signal?.throwIfAborted()
-      const timeout = AbortSignal.timeout(this.timeoutMs)
-      const both = signal ? AbortSignal.any([signal, timeout]) : timeout
-      let status: number
-      let text: string
-      let retryAfter: string | string[] | undefined
-      try {
-        const res = await request(this.url, { method: 'POST', dispatcher: this.dispatcher, signal: both, headers, body: payload })
-        status = res.statusCode
-        retryAfter = res.headers['retry-after']
-        text = await res.body.text()
-      } catch (err) {
-        if (signal?.aborted) throw signal.reason
-        const mapped = this.mapNetworkError(err, timeout.aborted)
-        if (mapped.retryable && attempt < this.maxRetries) { await this.backoff(attempt, undefined, signal); continue }
-        throw mapped.error
-      }
-      if (status >= 200 && status < 300) return this.parse(text, input.length)
-      if (RETRYABLE_STATUS.has(status) && attempt < this.maxRetries) {
-        await this.backoff(attempt, retryAfterMs(retryAfter), signal)
-        continue
-      }
-      throw new BurrowError('PROVIDER_ERROR', `The embeddings endpoint answered HTTP ${status}: ${describe(text)}`,
-        { provider: PROVIDER, status })
-    }
+    const answer = await httpRetry({
+      policy: this.policy,
+      signal,
+      // One attempt, body included, within timeoutMs; the whole body is read here because the
+      // vectors are only usable once complete.
+      send: async () => {
+        const timeout = AbortSignal.timeout(this.timeoutMs)
+        try {
+          const res = await request(this.url, {
+            method: 'POST', dispatcher: this.dispatcher, headers, body: payload,
+            signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+          })
+          return { statusCode: res.statusCode, headers: res.headers, text: await res.body.text() }
+        } catch (err) {
+          if (timeout.aborted && !signal?.aborted) throw this.timedOut()
+          throw err
+        }
+      },
+      failed: (err) => this.mapNetworkError(err),
+      refused: (res) => new BurrowError('PROVIDER_ERROR', `The embeddings endpoint answered HTTP ${res.statusCode}: ${describe(res.text)}`,
+        { provider: PROVIDER, status: res.statusCode }),
+    })
+    return this.parse(answer.text, input.length)
   }
 
   /** Checks an OpenAI embeddings response and returns its vectors in input order, normalised. */
@@ -152,25 +148,16 @@ export class OpenAiEmbedder implements Embedder {
     return out as number[][]
   }
 
-  private mapNetworkError(err: unknown, timedOut: boolean): { error: BurrowError; retryable: boolean } {
-    if (timedOut || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError ||
-        err instanceof undiciErrors.ConnectTimeoutError) {
-      return { error: new BurrowError('PROVIDER_TIMEOUT', `The embeddings endpoint did not answer within ${this.timeoutMs} ms.`, { provider: PROVIDER }), retryable: false }
-    }
-    const code = (err as { code?: string } | null)?.code ?? ''
-    const cause = (err as { cause?: { code?: string } } | null)?.cause?.code ?? ''
+  private mapNetworkError(err: unknown): BurrowError {
+    if (err instanceof BurrowError) return err
+    if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError ||
+        err instanceof undiciErrors.ConnectTimeoutError) return this.timedOut()
     const message = err instanceof Error ? err.message : String(err)
-    return {
-      error: new BurrowError('PROVIDER_ERROR', `The embeddings endpoint could not be reached: ${message}`, { provider: PROVIDER }, { cause: err }),
-      retryable: RETRYABLE_CODES.has(code) || RETRYABLE_CODES.has(cause),
-    }
+    return new BurrowError('PROVIDER_ERROR', `The embeddings endpoint could not be reached: ${message}`, { provider: PROVIDER }, { cause: err })
   }
 
-  private backoff(attempt: number, retryAfter: number | undefined, signal?: AbortSignal): Promise<void> {
-    const exp = Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** attempt)
-    const jittered = Math.random() * exp // full jitter
-    const ms = retryAfter !== undefined ? Math.min(this.retryMaxMs, retryAfter) + jittered / 4 : jittered
-    return sleep(ms, signal)
+  private timedOut(): BurrowError {
+    return new BurrowError('PROVIDER_TIMEOUT', `The embeddings endpoint did not answer within ${this.timeoutMs} ms.`, { provider: PROVIDER })
   }
 }
 
@@ -212,25 +199,7 @@ function describe(text: string): string {
   }
 }
 
-function retryAfterMs(h: string | string[] | undefined): number | undefined {
-  const v = Array.isArray(h) ? h[0] : h
-  if (!v) return undefined
-  const secs = Number(v)
-  if (Number.isFinite(secs)) return Math.max(0, secs * 1000)
-  const at = Date.parse(v)
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now())
-}
-
 function intIn(name: string, v: number, min: number, max: number): number {
   if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`${name} must be an integer from ${min} to ${max} (got ${v})`)
   return v
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) { reject(signal.reason); return }
-    const onAbort = () => { clearTimeout(timer); reject(signal!.reason) }
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve() }, ms)
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
 }

@@ -49,7 +49,7 @@ export class AnthropicProvider implements LlmClient {
     let stopReason: string | null = null
     let started = false
     let stopped = false
-    for await (const ev of readSse(stream as never)) {
+    for await (const ev of readSse(stream)) {
       const d = parseJson('anthropic', ev.data) as Record<string, any>
       const type = (d.type as string | undefined) ?? ev.event
       switch (type) {

@@ -55,7 +55,7 @@ export class OpenAiProvider implements LlmClient {
     let finish: string | null = null
     let usage: { prompt_tokens?: number; completion_tokens?: number } | null = null
     let done = false
-    for await (const ev of readSse(stream as never)) {
+    for await (const ev of readSse(stream)) {
       if (ev.data === '[DONE]') { done = true; break }
       const chunk = parseJson('openai', ev.data) as {
         error?: { message?: string }

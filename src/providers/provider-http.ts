@@ -1,5 +1,6 @@
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici'
 import { BurrowError } from '../core/errors.js'
+import { httpRetry, type RetryPolicy } from '../core/http-retry.js'
 
 export interface ProviderHttpOptions {
   /** Time allowed for response headers, per attempt. */
@@ -7,33 +8,30 @@ export interface ProviderHttpOptions {
   /** Longest silence allowed between body chunks once streaming. */
   idleTimeoutMs: number
   connectTimeoutMs: number
-  /** Retries after the first attempt, for 429/5xx/connection errors before any byte of the body. */
+  /** Retries after the first attempt, for the failures `core/http-retry.ts` retries, before any byte of the body. */
   maxRetries: number
   retryBaseMs: number
   retryMaxMs: number
 }
 
-const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504, 529])
 /**
  * Statuses by which a provider refuses the request itself (a malformed or unacceptable input,
  * content it will not take, a body too large): sending the same history again fails again.
  * Marked `data.rejected`; auth errors (401/403) and rate limits are about the caller, not the input.
  */
 const REJECTED_STATUS = new Set([400, 413, 422])
-const RETRYABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'])
 
 export type ProviderResponse = Dispatcher.ResponseData
 
 /**
- * The one undici dispatcher every provider shares (keep-alive pool), with retry
- * before the first byte only: a stream that has started is never replayed.
- * Errors leave as `BurrowError` (`PROVIDER_ERROR` / `PROVIDER_TIMEOUT`).
- *
- * Retry is written here rather than taken from a backoff library because it must
- * honour `Retry-After` and stop sleeping the moment the turn is interrupted.
+ * The one undici dispatcher every provider shares (keep-alive pool), with retry before the
+ * first byte only (`core/http-retry.ts` decides what is retried and how long to wait): a
+ * stream that has started is never replayed. Errors leave as `BurrowError`
+ * (`PROVIDER_ERROR` / `PROVIDER_TIMEOUT`); an interrupted call rejects with the signal's reason.
  */
 export class ProviderHttp {
   readonly dispatcher: Agent
+  private readonly policy: RetryPolicy
 
   constructor(readonly opts: ProviderHttpOptions) {
     this.dispatcher = new Agent({
@@ -42,43 +40,29 @@ export class ProviderHttp {
       bodyTimeout: opts.idleTimeoutMs,
       keepAliveTimeout: 10_000,
     })
+    this.policy = { maxRetries: opts.maxRetries, baseMs: opts.retryBaseMs, maxMs: opts.retryMaxMs }
   }
 
   /** POSTs JSON and returns a 2xx response whose body is still unread. */
   async postJson(provider: string, url: string, headers: Record<string, string>, body: unknown, signal?: AbortSignal,
     describeError: (status: number, text: string) => string = defaultDescribe): Promise<ProviderResponse> {
     const payload = JSON.stringify(body)
-    for (let attempt = 0; ; attempt++) {
-      if (signal?.aborted) throw signal.reason
-      let res: ProviderResponse
-      try {
-        res = await request(url, {
-          method: 'POST', dispatcher: this.dispatcher, signal,
-          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-          body: payload,
-        })
-      } catch (err) {
-        if (signal?.aborted) throw signal.reason
-        const mapped = mapNetworkError(provider, err)
-        if (mapped.retryable && attempt < this.opts.maxRetries) { await this.backoff(attempt, undefined, signal); continue }
-        throw mapped.error
-      }
-      if (res.statusCode >= 200 && res.statusCode < 300) return res
-      const text = await res.body.text().catch(() => '')
-      if (RETRYABLE_STATUS.has(res.statusCode) && attempt < this.opts.maxRetries) {
-        await this.backoff(attempt, retryAfterMs(res.headers['retry-after']), signal)
-        continue
-      }
-      throw new BurrowError('PROVIDER_ERROR', `${provider} answered HTTP ${res.statusCode}: ${describeError(res.statusCode, text)}`,
-        { provider, status: res.statusCode, ...(REJECTED_STATUS.has(res.statusCode) ? { rejected: true } : {}) })
-    }
-  }
-
-  private backoff(attempt: number, retryAfter: number | undefined, signal?: AbortSignal): Promise<void> {
-    const exp = Math.min(this.opts.retryMaxMs, this.opts.retryBaseMs * 2 ** attempt)
-    const jittered = Math.random() * exp // full jitter
-    const ms = retryAfter !== undefined ? Math.min(this.opts.retryMaxMs, retryAfter) + jittered / 4 : jittered
-    return sleep(ms, signal)
+    return httpRetry<ProviderResponse>({
+      policy: this.policy,
+      signal,
+      send: () => request(url, {
+        method: 'POST', dispatcher: this.dispatcher, signal,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body: payload,
+      }),
+      failed: (err) => mapNetworkError(provider, err),
+      refused: async (res) => {
+        const text = await res.body.text().catch(() => '')
+        return new BurrowError('PROVIDER_ERROR', `${provider} answered HTTP ${res.statusCode}: ${describeError(res.statusCode, text)}`,
+          { provider, status: res.statusCode, ...(REJECTED_STATUS.has(res.statusCode) ? { rejected: true } : {}) })
+      },
+      discard: (res) => res.body.text().then(() => undefined, () => undefined),
+    })
   }
 
   close(): Promise<void> {
@@ -90,28 +74,16 @@ export class ProviderHttp {
 export function mapStreamError(provider: string, err: unknown, signal?: AbortSignal): unknown {
   if (signal?.aborted) return signal.reason
   if (err instanceof BurrowError) return err
-  return mapNetworkError(provider, err).error
+  return mapNetworkError(provider, err)
 }
 
-function mapNetworkError(provider: string, err: unknown): { error: BurrowError; retryable: boolean } {
+function mapNetworkError(provider: string, err: unknown): BurrowError {
   if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError ||
       err instanceof undiciErrors.ConnectTimeoutError) {
-    return { error: new BurrowError('PROVIDER_TIMEOUT', `${provider} did not answer in time (${(err as Error).message}).`, { provider }), retryable: false }
+    return new BurrowError('PROVIDER_TIMEOUT', `${provider} did not answer in time (${(err as Error).message}).`, { provider })
   }
-  const code = (err as { code?: string } | null)?.code ?? ''
-  const cause = (err as { cause?: { code?: string } } | null)?.cause?.code ?? ''
-  const retryable = RETRYABLE_CODES.has(code) || RETRYABLE_CODES.has(cause)
   const message = err instanceof Error ? err.message : String(err)
-  return { error: new BurrowError('PROVIDER_ERROR', `${provider} connection failed: ${message}`, { provider }), retryable }
-}
-
-function retryAfterMs(h: string | string[] | undefined): number | undefined {
-  const v = Array.isArray(h) ? h[0] : h
-  if (!v) return undefined
-  const secs = Number(v)
-  if (Number.isFinite(secs)) return Math.max(0, secs * 1000)
-  const at = Date.parse(v)
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now())
+  return new BurrowError('PROVIDER_ERROR', `${provider} connection failed: ${message}`, { provider })
 }
 
 function defaultDescribe(_status: number, text: string): string {
@@ -122,13 +94,4 @@ function defaultDescribe(_status: number, text: string): string {
   } catch {
     return text.slice(0, 500) || '(empty body)'
   }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) { reject(signal.reason); return }
-    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve() }, ms)
-    const onAbort = () => { clearTimeout(t); reject(signal!.reason) }
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
 }

@@ -1,12 +1,12 @@
 // OpenAiEmbedder against the fake LLM server's /v1/embeddings (batching, order, vectors,
 // auth) and a scripted local server (retry, Retry-After, exhaustion, malformed responses,
 // timeouts, aborts).
-import { createServer, type IncomingHttpHeaders } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { BurrowError, type ErrorCode } from '../../src/core/errors.js'
+import type { BurrowError } from '../../src/core/errors.js'
 import { embeddingsUrl, OpenAiEmbedder, type OpenAiEmbedderOptions } from '../../src/memory/openai-embedder.js'
+import { caught, isCode } from '../helpers/errors.js'
 import { embeddingFor, startFakeLlm, type FakeLlmServer } from '../helpers/fake-llm-server.js'
+import { closedPort, scriptedServer, type Reply, type Seen } from '../helpers/servers.js'
 
 const FAST = { maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50, timeoutMs: 2000 }
 
@@ -22,48 +22,15 @@ async function fake(t: Test, opts: { openaiKey?: string } = {}): Promise<FakeLlm
   return f
 }
 
-interface Reply { status?: number; headers?: Record<string, string>; body?: unknown; hang?: 'headers' | 'body' }
-interface Seen { at: number; headers: IncomingHttpHeaders; body: any }
-
 /**
- * A plain HTTP server answering from a script; once the script is spent it answers like
- * the fake (8-dim vectors from `embeddingFor`). Records every request.
+ * A scripted local server; once the script is spent it answers like the fake (8-dim vectors
+ * from `embeddingFor`). Its URL is an API base (`…/v1`).
  */
 async function scripted(t: Test, replies: Reply[]): Promise<{ url: string; seen: Seen[] }> {
-  const seen: Seen[] = []
-  const server = createServer(async (rq, rs) => {
-    let raw = ''
-    for await (const c of rq) raw += String(c)
-    const body = JSON.parse(raw)
-    seen.push({ at: performance.now(), headers: rq.headers, body })
-    const r = replies.shift() ?? {
-      body: { object: 'list', data: (body.input as string[]).map((s, index) => ({ object: 'embedding', index, embedding: embeddingFor(s) })) },
-    }
-    if (r.hang === 'headers') return
-    rs.writeHead(r.status ?? 200, { 'content-type': 'application/json', ...r.headers })
-    if (r.hang === 'body') { rs.write('{"data": ['); return }
-    rs.end(typeof r.body === 'string' ? r.body : JSON.stringify(r.body ?? {}))
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
+  const s = await scriptedServer(t, replies, (raw) => ({
+    body: { object: 'list', data: (JSON.parse(raw).input as string[]).map((s, index) => ({ object: 'embedding', index, embedding: embeddingFor(s) })) },
   }))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, seen }
-}
-
-async function caught(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
-}
-
-function isCode(t: Test, err: unknown, code: ErrorCode): void {
-  t.ok(err instanceof BurrowError, `a BurrowError (got ${String(err)})`)
-  t.equal((err as BurrowError).code, code, (err as Error).message)
+  return { url: `${s.url}/v1`, seen: s.seen }
 }
 
 const close = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]!) < 1e-6)
@@ -218,10 +185,7 @@ t.test('no answer in time is PROVIDER_TIMEOUT (headers or body)', async (t) => {
 })
 
 t.test('an unreachable endpoint is PROVIDER_ERROR after retries', async (t) => {
-  const probe = createServer()
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-  const port = (probe.address() as AddressInfo).port
-  await new Promise<void>((resolve) => probe.close(() => resolve()))
+  const port = await closedPort()
   const err = await caught(embedder(t, { baseUrl: `http://127.0.0.1:${port}/v1` }).embed(['x']))
   isCode(t, err, 'PROVIDER_ERROR')
   t.match((err as Error).message, /could not be reached/)

@@ -5,6 +5,7 @@ import type { LlmDelta, LlmRequest, LlmResponse } from '../../src/core/llm.js'
 import { checkHistory, type Message, type ToolDefinition } from '../../src/core/messages.js'
 import { OfflineProvider } from '../../src/providers/offline-provider.js'
 import { estimateTokens } from '../../src/providers/wire-helpers.js'
+import { caught } from '../helpers/errors.js'
 
 const user = (text: string): Message => ({ role: 'user', content: [{ type: 'text', text }] })
 const assistant = (text: string): Message => ({ role: 'assistant', content: [{ type: 'text', text }] })
@@ -18,15 +19,6 @@ async function run(client: OfflineProvider, r: LlmRequest): Promise<{ res: LlmRe
   const deltas: LlmDelta[] = []
   const res = await client.complete(r, (d) => deltas.push(d))
   return { res, deltas }
-}
-
-async function caught(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
 }
 
 t.test('identity', async (t) => {

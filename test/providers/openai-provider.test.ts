@@ -1,87 +1,24 @@
-// OpenAiProvider against the fake OpenAI Chat Completions server: streaming, tool calls,
-// history translation (validated by the fake like the real API), errors, timeouts, aborts.
-import { createServer as createHttpServer } from 'node:http'
-import { createServer, type AddressInfo } from 'node:net'
+// OpenAiProvider's wire: the request it sends (auth, body, tools) and the translation of
+// canonical histories, validated by the fake OpenAI server like the real API. The behaviour
+// shared by every provider (streaming, errors, retry, timeouts, aborts) is the LLM client
+// contract, run in openai.contract.test.ts.
 import t, { type Test } from 'tap'
-import { BurrowError, type ErrorCode } from '../../src/core/errors.js'
-import type { LlmRequest } from '../../src/core/llm.js'
-import type { Message, ToolDefinition } from '../../src/core/messages.js'
+import type { Message } from '../../src/core/messages.js'
 import { OpenAiProvider } from '../../src/providers/openai-provider.js'
-import { ProviderHttp, type ProviderHttpOptions } from '../../src/providers/provider-http.js'
-import { startFakeLlm, type FakeLlmServer, type FakeStep } from '../helpers/fake-llm-server.js'
+import { ProviderHttp } from '../../src/providers/provider-http.js'
+import { CONTRACT_HTTP as HTTP, KEY, startSubject, TOOLS, user } from '../contract/llm-client.contract.js'
+import { startFakeLlm } from '../helpers/fake-llm-server.js'
+import { OPENAI } from './subjects.js'
 
-const HTTP: ProviderHttpOptions = {
-  headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50,
-}
-const KEY = 'sk-test-openai'
+const setup = (t: Test) => startSubject(t, OPENAI)
 
-interface Ctx { fake: FakeLlmServer; http: ProviderHttp; client: OpenAiProvider }
+// ---- the request -------------------------------------------------------------------------
 
-/** A fresh fake server (requiring `KEY`) and client per test, closed on teardown. */
-async function setup(t: Test, o: { clientKey?: string; baseUrl?: string; http?: Partial<ProviderHttpOptions> } = {}): Promise<Ctx> {
-  const fake = await startFakeLlm({ openaiKey: KEY })
-  const http = new ProviderHttp({ ...HTTP, ...o.http })
-  t.teardown(async () => {
-    await fake.close()
-    await http.close()
-  })
-  const client = new OpenAiProvider(http, {
-    baseUrl: o.baseUrl ?? fake.url + '/v1', apiKey: o.clientKey ?? KEY, defaultModel: 'openai:gpt-4o-mini',
-  })
-  return { fake, http, client }
-}
-
-const user = (text: string): Message => ({ role: 'user', content: [{ type: 'text', text }] })
-const req = (extra: Partial<LlmRequest> = {}): LlmRequest => ({
-  model: 'gpt-4o-mini', maxTokens: 256, messages: [user('hi')], ...extra,
-})
-const TOOLS: ToolDefinition[] = [
-  { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
-  { name: 'get_time', input_schema: { type: 'object', properties: { tz: { type: 'string' } } } },
-]
-
-async function caught(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
-}
-
-function isCode(t: Test, err: unknown, code: ErrorCode): err is BurrowError {
-  t.ok(err instanceof BurrowError, `a BurrowError (got ${String(err)})`)
-  t.equal((err as BurrowError).code, code)
-  return err instanceof BurrowError
-}
-
-function chunksOf(s: string, n: number): string[] {
-  const out: string[] = []
-  for (let i = 0; i < s.length; i += n) out.push(s.slice(i, i + n))
-  return out
-}
-
-// ---- streaming ------------------------------------------------------------------
-
-t.test('streamed text: deltas in order, final text block, usage from the wire', async (t) => {
-  const { fake, client } = await setup(t)
-  const text = 'The quick brown fox jumps over the lazy dog.'
-  fake.enqueue({ text, chunkSize: 5, usage: { input_tokens: 42, output_tokens: 9 } })
-  const deltas: string[] = []
-  const res = await client.complete(req(), (d) => {
-    t.equal(d.type, 'text')
-    deltas.push(d.text)
-  })
-  t.same(deltas, chunksOf(text, 5), 'every wire chunk, in order')
-  t.equal(deltas.join(''), text)
-  t.same(res.content, [{ type: 'text', text }])
-  t.equal(res.stopReason, 'end_turn')
-  t.same(res.usage, { input_tokens: 42, output_tokens: 9 })
-
-  t.equal(fake.requests.length, 1)
+t.test('the request: Bearer key, a streaming Chat Completions body asking for usage', async (t) => {
+  const { fake, client, req } = await setup(t)
+  await client.complete(req())
   const rec = fake.requests[0]!
   t.equal(rec.path, '/v1/chat/completions')
-  t.equal(rec.status, 200)
   t.equal(rec.headers.authorization, `Bearer ${KEY}`)
   t.equal(rec.body.stream, true)
   t.same(rec.body.stream_options, { include_usage: true })
@@ -92,7 +29,7 @@ t.test('streamed text: deltas in order, final text block, usage from the wire', 
 })
 
 t.test('reasoning models get max_completion_tokens instead of max_tokens', async (t) => {
-  const { fake, client } = await setup(t)
+  const { fake, client, req } = await setup(t)
   await client.complete(req({ model: 'o3-mini', maxTokens: 77 }))
   const body = fake.requests[0]!.body
   t.equal(body.max_completion_tokens, 77)
@@ -107,49 +44,19 @@ t.test('no Authorization header without an api key (compatible servers)', async 
     await http.close()
   })
   const client = new OpenAiProvider(http, { baseUrl: fake.url + '/v1/', defaultModel: 'openai:local' })
-  const res = await client.complete(req({ messages: [user('ping')] }))
+  const res = await client.complete({ model: 'local', maxTokens: 16, messages: [user('ping')] })
   t.same(res.content, [{ type: 'text', text: 'echo: ping' }])
   t.equal(fake.requests[0]!.headers.authorization, undefined)
   t.equal(fake.requests[0]!.path, '/v1/chat/completions', 'a trailing slash on baseUrl is tolerated')
 })
 
-t.test('parallel tool calls with fragmented arguments', async (t) => {
-  const { fake, client } = await setup(t)
-  const weather = { city: 'Paris', units: 'metric', days: [1, 2, 3], nested: { a: 'b "quoted" \\ slash' } }
-  const time = { tz: 'Europe/Paris' }
-  fake.enqueue({
-    text: 'Checking both.',
-    chunkSize: 3,
-    toolCalls: [{ id: 'call_w', name: 'get_weather', input: weather }, { id: 'call_t', name: 'get_time', input: time }],
-    usage: { input_tokens: 30, output_tokens: 20 },
-  })
-  const deltas: string[] = []
-  const res = await client.complete(req({ tools: TOOLS }), (d) => deltas.push(d.text))
-  t.same(res.content, [
-    { type: 'text', text: 'Checking both.' },
-    { type: 'tool_use', id: 'call_w', name: 'get_weather', input: weather },
-    { type: 'tool_use', id: 'call_t', name: 'get_time', input: time },
-  ])
-  t.equal(res.stopReason, 'tool_use')
-  t.equal(deltas.join(''), 'Checking both.', 'only text is streamed as deltas')
-  t.same(res.usage, { input_tokens: 30, output_tokens: 20 })
-
-  const body = fake.requests[0]!.body
-  t.same(body.tools, [
+t.test('tools are sent as functions with parameters', async (t) => {
+  const { fake, client, req } = await setup(t)
+  await client.complete(req({ tools: TOOLS }))
+  t.same(fake.requests[0]!.body.tools, [
     { type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: TOOLS[0]!.input_schema } },
     { type: 'function', function: { name: 'get_time', parameters: TOOLS[1]!.input_schema } },
   ])
-})
-
-t.test('tool calls without text, arguments split into single characters', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ chunkSize: 1, toolCalls: [{ id: 'call_1', name: 'get_time', input: { tz: 'UTC' } }, { id: 'call_2', name: 'get_time', input: {} }] })
-  const res = await client.complete(req({ tools: TOOLS }))
-  t.same(res.content, [
-    { type: 'tool_use', id: 'call_1', name: 'get_time', input: { tz: 'UTC' } },
-    { type: 'tool_use', id: 'call_2', name: 'get_time', input: {} },
-  ])
-  t.equal(res.stopReason, 'tool_use')
 })
 
 // ---- history translation ----------------------------------------------------------
@@ -179,7 +86,7 @@ const MULTI_STEP: Message[] = [
 ]
 
 t.test('multi-step history is translated and accepted by the server', async (t) => {
-  const { fake, client } = await setup(t)
+  const { fake, client, req } = await setup(t)
   const before = structuredClone(MULTI_STEP)
   const res = await client.complete(req({ system: 'You are terse.', messages: MULTI_STEP, tools: TOOLS }))
   const rec = fake.requests[0]!
@@ -207,7 +114,7 @@ t.test('multi-step history is translated and accepted by the server', async (t) 
 })
 
 t.test('user text sent before the tool results is reordered after them', async (t) => {
-  const { fake, client } = await setup(t)
+  const { fake, client, req } = await setup(t)
   const messages: Message[] = [
     user('go'),
     { role: 'assistant', content: [{ type: 'tool_use', id: 'call_a', name: 'get_time', input: {} }] },
@@ -225,21 +132,8 @@ t.test('user text sent before the tool results is reordered after them', async (
   ])
 })
 
-t.test('a history with an unanswered tool call is refused (400, not retried)', async (t) => {
-  const { fake, client } = await setup(t)
-  const messages: Message[] = [
-    user('go'),
-    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_a', name: 'get_time', input: {} }] },
-    user('never mind'),
-  ]
-  const err = await caught(client.complete(req({ messages })))
-  if (isCode(t, err, 'PROVIDER_ERROR')) t.equal(err.data?.status, 400)
-  t.equal(fake.requests.length, 1)
-  t.ok(fake.requests[0]!.rejected)
-})
-
 t.test('images in user input become image_url parts', async (t) => {
-  const { fake, client } = await setup(t)
+  const { fake, client, req } = await setup(t)
   const data = Buffer.from('fake png bytes').toString('base64')
   const messages: Message[] = [{
     role: 'user',
@@ -261,202 +155,3 @@ t.test('images in user input become image_url parts', async (t) => {
     ],
   }])
 })
-
-// ---- HTTP errors ----------------------------------------------------------------------
-
-t.test('429 with retry-after: 0, then success', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ status: 429, headers: { 'retry-after': '0' } }, { text: 'ok' })
-  const res = await client.complete(req())
-  t.same(res.content, [{ type: 'text', text: 'ok' }])
-  t.same(fake.requests.map((r) => r.status), [429, 200])
-})
-
-t.test('500 on every attempt → PROVIDER_ERROR after maxRetries', async (t) => {
-  const { fake, client } = await setup(t)
-  const step: FakeStep = { status: 500, errorMessage: 'upstream exploded' }
-  fake.enqueue(step, step, step, { text: 'must not be reached' })
-  const err = await caught(client.complete(req()))
-  if (isCode(t, err, 'PROVIDER_ERROR')) {
-    t.match(err.message, /upstream exploded/)
-    t.match(err.message, /500/)
-    t.same(err.data, { provider: 'openai', status: 500 })
-  }
-  t.equal(fake.requests.length, 3, '1 attempt + 2 retries')
-  t.equal(fake.pending(), 1)
-})
-
-t.test('400 is not retried', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ status: 400, errorMessage: 'bad parameter' }, { text: 'must not be reached' })
-  const err = await caught(client.complete(req()))
-  if (isCode(t, err, 'PROVIDER_ERROR')) {
-    t.match(err.message, /bad parameter/)
-    t.equal(err.data?.status, 400)
-  }
-  t.equal(fake.requests.length, 1)
-})
-
-t.test('401 for a wrong api key', async (t) => {
-  const { fake, client } = await setup(t, { clientKey: 'sk-wrong' })
-  const err = await caught(client.complete(req()))
-  if (isCode(t, err, 'PROVIDER_ERROR')) t.equal(err.data?.status, 401)
-  t.equal(fake.requests.length, 1)
-  t.equal(fake.requests[0]!.status, 401)
-})
-
-t.test('connection refused → PROVIDER_ERROR after retries', async (t) => {
-  const port = await closedPort()
-  const { http, client } = await setup(t, { baseUrl: `http://127.0.0.1:${port}/v1` })
-  let attempts = 0
-  http.dispatcher.on('connectionError', () => attempts++)
-  const err = await caught(client.complete(req()))
-  if (isCode(t, err, 'PROVIDER_ERROR')) t.equal(err.data?.provider, 'openai')
-  t.equal(attempts, 3, '1 attempt + 2 retries')
-})
-
-// ---- timeouts and malformed streams -------------------------------------------------------
-
-t.test('no response headers → PROVIDER_TIMEOUT', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ hang: 'headers' })
-  const err = await caught(client.complete(req()))
-  isCode(t, err, 'PROVIDER_TIMEOUT')
-})
-
-t.test('stream stalls mid-body → PROVIDER_TIMEOUT', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ text: 'this will never finish', hang: 'body' })
-  const err = await caught(client.complete(req()))
-  isCode(t, err, 'PROVIDER_TIMEOUT')
-  t.equal(fake.requests.length, 1, 'a started stream is never replayed')
-})
-
-for (const malformed of ['bad_json', 'truncated', 'no_terminator'] as const) {
-  t.test(`malformed stream (${malformed}) → PROVIDER_ERROR, never a partial success`, async (t) => {
-    const { fake, client } = await setup(t)
-    fake.enqueue({ text: 'a reasonably long answer that arrives in many chunks', chunkSize: 4, malformed })
-    const err = await caught(client.complete(req()))
-    isCode(t, err, 'PROVIDER_ERROR')
-    t.equal(fake.requests.length, 1)
-  })
-}
-
-t.test('tool arguments that are not JSON (not cut off) → PROVIDER_ERROR', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ toolCalls: [{ id: 'call_x', name: 'get_time', input: {}, rawArguments: '{"tz": UTC}' }] })
-  const err = await caught(client.complete(req({ tools: TOOLS })))
-  isCode(t, err, 'PROVIDER_ERROR')
-})
-
-t.test('an error object mid-stream → PROVIDER_ERROR carrying its message', async (t) => {
-  const url = await sseServer(t, [
-    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"par"},"finish_reason":null}]}\n\n',
-    'data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}\n\n',
-  ])
-  const { client } = await setup(t, { baseUrl: url + '/v1' })
-  const err = await caught(client.complete(req()))
-  if (isCode(t, err, 'PROVIDER_ERROR')) t.match(err.message, /The server had an error while processing your request/)
-})
-
-// ---- max_tokens cut-off --------------------------------------------------------------------
-
-t.test('cut off by max_tokens mid tool arguments: the incomplete call is dropped', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({
-    toolCalls: [{ id: 'call_cut', name: 'get_weather', input: {}, rawArguments: '{"city":"Par' }],
-    stopReason: 'length',
-  })
-  const res = await client.complete(req({ tools: TOOLS }))
-  t.same(res.content, [])
-  t.equal(res.stopReason, 'max_tokens')
-
-  fake.enqueue({
-    text: 'Let me look that up.',
-    toolCalls: [{ id: 'call_cut2', name: 'get_weather', input: {}, rawArguments: '{"city":' }],
-    stopReason: 'length',
-  })
-  const res2 = await client.complete(req({ tools: TOOLS }))
-  t.same(res2.content, [{ type: 'text', text: 'Let me look that up.' }])
-  t.equal(res2.stopReason, 'max_tokens')
-})
-
-t.test('plain text cut off by max_tokens', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ text: 'an unfinished sen', stopReason: 'length' })
-  const res = await client.complete(req())
-  t.same(res.content, [{ type: 'text', text: 'an unfinished sen' }])
-  t.equal(res.stopReason, 'max_tokens')
-})
-
-// ---- abort -----------------------------------------------------------------------------------
-
-t.test('abort while chunks are delayed → rejects with exactly the reason, quickly', async (t) => {
-  const { fake, client } = await setup(t)
-  fake.enqueue({ text: 'x'.repeat(40), chunkSize: 2, delayMs: 60 }) // ~1.2 s if left alone
-  const ac = new AbortController()
-  const reason = new Error('interrupted by the test')
-  let abortedAt = 0
-  const deltas: string[] = []
-  const err = await caught(client.complete(req({ signal: ac.signal }), (d) => {
-    deltas.push(d.text)
-    if (abortedAt === 0) {
-      abortedAt = performance.now()
-      ac.abort(reason)
-    }
-  }))
-  t.equal(err, reason)
-  t.ok(performance.now() - abortedAt < 200, 'rejects promptly')
-  t.ok(deltas.length < 5, 'the stream stopped')
-})
-
-for (const hang of ['headers', 'body'] as const) {
-  t.test(`abort while the server hangs (${hang}) → rejects with exactly the reason`, async (t) => {
-    const { fake, client } = await setup(t)
-    fake.enqueue({ text: 'stalled', hang })
-    const ac = new AbortController()
-    const reason = { why: 'user pressed stop' }
-    const started = performance.now()
-    setTimeout(() => ac.abort(reason), 50)
-    const err = await caught(client.complete(req({ signal: ac.signal })))
-    t.equal(err, reason)
-    t.ok(performance.now() - started < 250, 'well before the provider timeouts')
-    t.equal(fake.requests.length, 1)
-  })
-}
-
-t.test('an already-aborted signal rejects with its reason and sends nothing', async (t) => {
-  const { fake, client } = await setup(t)
-  const ac = new AbortController()
-  const reason = new Error('already gone')
-  ac.abort(reason)
-  const err = await caught(client.complete(req({ signal: ac.signal })))
-  t.equal(err, reason)
-  t.equal(fake.requests.length, 0)
-})
-
-async function closedPort(): Promise<number> {
-  const srv = createServer()
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve))
-  const { port } = srv.address() as AddressInfo
-  await new Promise<void>((resolve) => srv.close(() => resolve()))
-  return port
-}
-
-/** A bare SSE server sending `frames` verbatim (for wire events the fake does not script). */
-async function sseServer(t: Test, frames: string[]): Promise<string> {
-  const server = createHttpServer((rq, rs) => {
-    rq.resume()
-    rq.on('end', () => {
-      rs.writeHead(200, { 'content-type': 'text/event-stream' })
-      for (const f of frames) rs.write(f)
-      rs.end()
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}

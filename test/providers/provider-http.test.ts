@@ -1,15 +1,15 @@
 // ProviderHttp: retry before the first byte (status codes, connection errors), backoff with
 // full jitter and Retry-After, timeouts, abort during backoff, error descriptions.
 import { getEventListeners } from 'node:events'
-import { createServer as createHttpServer, type IncomingHttpHeaders } from 'node:http'
 import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { BurrowError, type ErrorCode } from '../../src/core/errors.js'
 import type { LlmRequest } from '../../src/core/llm.js'
 import { AnthropicProvider } from '../../src/providers/anthropic-provider.js'
 import { OpenAiProvider } from '../../src/providers/openai-provider.js'
 import { ProviderHttp, type ProviderHttpOptions } from '../../src/providers/provider-http.js'
+import { caught, isCode } from '../helpers/errors.js'
 import { startFakeLlm, type FakeLlmServer } from '../helpers/fake-llm-server.js'
+import { gaps, scriptedServer, type Reply } from '../helpers/servers.js'
 
 const HTTP: ProviderHttpOptions = {
   headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50,
@@ -36,30 +36,6 @@ async function withFake(t: Test, o: Partial<ProviderHttpOptions> = {}): Promise<
   return { fake, http, openai }
 }
 
-interface Reply { status: number; headers?: Record<string, string>; body?: string }
-interface Seen { at: number; headers: IncomingHttpHeaders; body: string }
-
-/** A plain HTTP server answering from a script (then 200 `{}`), recording when each request arrived. */
-async function scripted(t: Test, replies: Reply[]): Promise<{ url: string; seen: Seen[] }> {
-  const seen: Seen[] = []
-  const server = createHttpServer(async (rq, rs) => {
-    let body = ''
-    for await (const c of rq) body += String(c)
-    seen.push({ at: performance.now(), headers: rq.headers, body })
-    const r = replies.shift() ?? { status: 200, body: '{}' }
-    rs.writeHead(r.status, { 'content-type': 'application/json', ...r.headers })
-    rs.end(r.body ?? '')
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/x`, seen }
-}
-
-const gaps = (seen: Seen[]) => seen.slice(1).map((s, i) => s.at - seen[i]!.at)
-
 /** Pins Math.random (the backoff jitter) for the rest of the test. */
 function fixRandom(t: Test, value: number): void {
   const original = Math.random
@@ -67,21 +43,6 @@ function fixRandom(t: Test, value: number): void {
   t.teardown(() => {
     Math.random = original
   })
-}
-
-async function caught(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
-}
-
-function isCode(t: Test, err: unknown, code: ErrorCode): err is BurrowError {
-  t.ok(err instanceof BurrowError, `a BurrowError (got ${String(err)})`)
-  t.equal((err as BurrowError).code, code)
-  return err instanceof BurrowError
 }
 
 // ---- which failures are retried --------------------------------------------------------------
@@ -150,7 +111,7 @@ t.test('a stream that has started is never replayed', async (t) => {
 t.test('exponential backoff without Retry-After (jitter pinned at its maximum)', async (t) => {
   fixRandom(t, 0.999999)
   const http = newHttp(t, { maxRetries: 3, retryBaseMs: 40, retryMaxMs: 1000 })
-  const { url, seen } = await scripted(t, [{ status: 500 }, { status: 500 }, { status: 500 }])
+  const { url, seen } = await scriptedServer(t, [{ status: 500 }, { status: 500 }, { status: 500 }])
   const res = await http.postJson('test', url, {}, { a: 1 })
   t.equal(res.statusCode, 200)
   await res.body.dump()
@@ -165,7 +126,7 @@ t.test('exponential backoff without Retry-After (jitter pinned at its maximum)',
 t.test('backoff is capped by retryMaxMs', async (t) => {
   fixRandom(t, 0.999999)
   const http = newHttp(t, { maxRetries: 2, retryBaseMs: 100, retryMaxMs: 120 })
-  const { url, seen } = await scripted(t, [{ status: 503 }, { status: 503 }])
+  const { url, seen } = await scriptedServer(t, [{ status: 503 }, { status: 503 }])
   const res = await http.postJson('test', url, {}, {})
   await res.body.dump()
   const g = gaps(seen)
@@ -176,7 +137,7 @@ t.test('backoff is capped by retryMaxMs', async (t) => {
 t.test('full jitter: the random draw scales the wait', async (t) => {
   fixRandom(t, 0)
   const http = newHttp(t, { maxRetries: 2, retryBaseMs: 300, retryMaxMs: 1000 })
-  const { url, seen } = await scripted(t, [{ status: 503 }, { status: 503 }])
+  const { url, seen } = await scriptedServer(t, [{ status: 503 }, { status: 503 }])
   const started = performance.now()
   const res = await http.postJson('test', url, {}, {})
   await res.body.dump()
@@ -187,7 +148,7 @@ t.test('full jitter: the random draw scales the wait', async (t) => {
 t.test('Retry-After (seconds) is honoured', async (t) => {
   fixRandom(t, 0)
   const http = newHttp(t, { retryMaxMs: 1000 })
-  const { url, seen } = await scripted(t, [{ status: 429, headers: { 'retry-after': '0.2' } }])
+  const { url, seen } = await scriptedServer(t, [{ status: 429, headers: { 'retry-after': '0.2' } }])
   const res = await http.postJson('test', url, {}, {})
   await res.body.dump()
   const g = gaps(seen)
@@ -200,7 +161,7 @@ t.test('Retry-After as an HTTP date is honoured, capped by retryMaxMs', async (t
   const http = newHttp(t, { retryMaxMs: 150 })
   const future = new Date(Date.now() + 5000).toUTCString()
   const past = new Date(Date.now() - 60_000).toUTCString()
-  const { url, seen } = await scripted(t, [
+  const { url, seen } = await scriptedServer(t, [
     { status: 503, headers: { 'retry-after': future } },
     { status: 503, headers: { 'retry-after': past } },
   ])
@@ -214,7 +175,7 @@ t.test('Retry-After as an HTTP date is honoured, capped by retryMaxMs', async (t
 
 t.test('a huge Retry-After is capped by retryMaxMs', async (t) => {
   const http = newHttp(t, { retryMaxMs: 50 })
-  const { url, seen } = await scripted(t, [{ status: 429, headers: { 'retry-after': '30' } }])
+  const { url, seen } = await scriptedServer(t, [{ status: 429, headers: { 'retry-after': '30' } }])
   const started = performance.now()
   const res = await http.postJson('test', url, {}, {})
   await res.body.dump()
@@ -224,7 +185,7 @@ t.test('a huge Retry-After is capped by retryMaxMs', async (t) => {
 
 t.test('abort during the backoff sleep rejects with exactly the reason, at once', async (t) => {
   const http = newHttp(t, { retryMaxMs: 10_000 })
-  const { url, seen } = await scripted(t, [{ status: 503, headers: { 'retry-after': '10' } }])
+  const { url, seen } = await scriptedServer(t, [{ status: 503, headers: { 'retry-after': '10' } }])
   const ac = new AbortController()
   const reason = new Error('interrupted during backoff')
   let abortedAt = 0
@@ -240,7 +201,7 @@ t.test('abort during the backoff sleep rejects with exactly the reason, at once'
 
 t.test('an already-aborted signal sends nothing', async (t) => {
   const http = newHttp(t)
-  const { url, seen } = await scripted(t, [])
+  const { url, seen } = await scriptedServer(t, [])
   const reason = { stop: true }
   const err = await caught(http.postJson('test', url, {}, {}, AbortSignal.abort(reason)))
   t.equal(err, reason)
@@ -299,21 +260,21 @@ t.test('error descriptions come from the body', async (t) => {
     [{ status: 500, body: '' }, /HTTP 500: \(empty body\)/],
   ]
   for (const [reply, expected] of cases) {
-    const { url } = await scripted(t, [reply])
+    const { url } = await scriptedServer(t, [reply])
     const err = await caught(http.postJson('acme', url, {}, {}))
     if (isCode(t, err, 'PROVIDER_ERROR')) {
       t.match(err.message, expected)
-      t.same(err.data, { provider: 'acme', status: reply.status, ...([400, 413, 422].includes(reply.status) ? { rejected: true } : {}) })
+      t.same(err.data, { provider: 'acme', status: reply.status, ...([400, 413, 422].includes(reply.status!) ? { rejected: true } : {}) })
     }
   }
-  const { url } = await scripted(t, [{ status: 418, body: 'teapot' }])
+  const { url } = await scriptedServer(t, [{ status: 418, body: 'teapot' }])
   const err = await caught(http.postJson('acme', url, {}, {}, undefined, (status, text) => `custom ${status}/${text}`))
   if (isCode(t, err, 'PROVIDER_ERROR')) t.match(err.message, /HTTP 418: custom 418\/teapot/)
 })
 
 t.test('postJson sends JSON with the given headers and returns the unread body', async (t) => {
   const http = newHttp(t)
-  const { url, seen } = await scripted(t, [{ status: 200, body: '{"hello":"world"}' }])
+  const { url, seen } = await scriptedServer(t, [{ status: 200, body: '{"hello":"world"}' }])
   const res = await http.postJson('test', url, { 'x-custom': 'yes' }, { n: 1, s: 'two' })
   t.equal(res.statusCode, 200)
   t.same(await res.body.json(), { hello: 'world' })

@@ -1,11 +1,11 @@
 // StaticProviderRegistry and parseModelRef: `provider:model` resolution.
-import t, { type Test } from 'tap'
-import { BurrowError, type ErrorCode } from '../../src/core/errors.js'
+import t from 'tap'
 import { parseModelRef } from '../../src/core/llm.js'
 import { OfflineProvider } from '../../src/providers/offline-provider.js'
 import { OpenAiProvider } from '../../src/providers/openai-provider.js'
 import { ProviderHttp } from '../../src/providers/provider-http.js'
 import { StaticProviderRegistry } from '../../src/providers/provider-registry.js'
+import { isCode, thrown } from '../helpers/errors.js'
 
 const http = new ProviderHttp({ headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 0, retryBaseMs: 5, retryMaxMs: 50 })
 t.teardown(() => http.close())
@@ -19,21 +19,6 @@ function registry(): StaticProviderRegistry {
     { name: 'openai', client: openai, hint: 'set OPENAI_API_KEY', defaultModel: 'openai:gpt-4o-mini' },
     { name: 'offline', client: offline, hint: 'always available', defaultModel: 'offline:echo' },
   ], 'offline:echo')
-}
-
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected a throw')
-}
-
-function isCode(t: Test, err: unknown, code: ErrorCode): err is BurrowError {
-  t.ok(err instanceof BurrowError, `a BurrowError (got ${String(err)})`)
-  t.equal((err as BurrowError).code, code)
-  return err instanceof BurrowError
 }
 
 t.test('parseModelRef splits at the first colon', async (t) => {
