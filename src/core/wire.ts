@@ -4,41 +4,13 @@
  * definition. TypeScript types are derived from them, never written twice.
  */
 import { Type, type Static, type TSchema } from 'typebox'
+import { ImageBlockSchema, MessageSchema, TextBlockSchema, ToolCallSchema, ToolDefinitionSchema, ToolResultInputSchema } from './messages.js'
 
 const Str = (o: Record<string, unknown> = {}) => Type.String(o)
 const Int = (o: Record<string, unknown> = {}) => Type.Integer(o)
 const Strict = { additionalProperties: false } as const
 
-// ---- content blocks --------------------------------------------------------------
-
-export const TextBlockSchema = Type.Object({ type: Type.Literal('text'), text: Str() }, Strict)
-export const ImageBlockSchema = Type.Object({
-  type: Type.Literal('image'),
-  source: Type.Union([
-    Type.Object({ type: Type.Literal('base64'), media_type: Str({ pattern: '^image/[a-z0-9.+-]+$' }), data: Str({ minLength: 1 }) }, Strict),
-    Type.Object({ type: Type.Literal('url'), url: Str({ pattern: '^https?://' }) }, Strict),
-  ]),
-}, Strict)
-export const ToolUseBlockSchema = Type.Object({
-  type: Type.Literal('tool_use'), id: Str(), name: Str(), input: Type.Unknown(),
-}, Strict)
-const ToolResultContent = Type.Union([Str(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))])
-export const ToolResultBlockSchema = Type.Object({
-  type: Type.Literal('tool_result'), tool_use_id: Str(), content: ToolResultContent, is_error: Type.Optional(Type.Boolean()),
-}, Strict)
-export const ContentBlockSchema = Type.Union([TextBlockSchema, ImageBlockSchema, ToolUseBlockSchema, ToolResultBlockSchema])
-export const MessageSchema = Type.Object({
-  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
-  content: Type.Array(ContentBlockSchema),
-}, Strict)
-
 // ---- configuration pieces ----------------------------------------------------------
-
-export const ToolDefinitionSchema = Type.Object({
-  name: Str({ pattern: '^[a-zA-Z0-9_-]{1,64}$' }),
-  description: Type.Optional(Str({ maxLength: 4096 })),
-  input_schema: Type.Object({ type: Type.Literal('object') }, { additionalProperties: true }),
-}, Strict)
 
 export const CompactionConfigSchema = Type.Object({
   auto_compact_threshold: Type.Optional(Int({ minimum: 1 })),
@@ -62,12 +34,6 @@ export const CreateSessionSchema = Type.Object({
   max_total_tokens: Type.Optional(Int({ minimum: 1 })),
 }, Strict)
 export type CreateSession = Static<typeof CreateSessionSchema>
-
-export const ToolResultInputSchema = Type.Object({
-  tool_call_id: Str({ minLength: 1 }),
-  content: ToolResultContent,
-  is_error: Type.Optional(Type.Boolean()),
-}, Strict)
 
 export const StartTurnSchema = Type.Object({
   input: Type.Optional(Type.Union([
@@ -95,7 +61,6 @@ export type SessionQuery = Static<typeof SessionQuerySchema>
 
 export const UsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int() })
 export const TurnUsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int() })
-export const ToolCallSchema = Type.Object({ id: Str(), name: Str(), input: Type.Unknown() })
 
 export const EffectiveCompactionSchema = Type.Object({
   auto_compact_threshold: Int(), recent_turn_budget: Int(), max_summary_tokens: Int(),
