@@ -5,7 +5,8 @@
  * JSON-RPC codes: they are mapped here on their way out.
  */
 import { BurrowError, ERROR_TABLE, ERROR_CODES, isErrorCode, type ErrorCode } from '../../core/errors.js'
-import { JSONRPC_INTERNAL_ERROR, NOT_A_REQUEST, PARSE_ERROR, rpcError, type RpcError } from '../json-rpc-errors.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
+import { rpcError, type RpcError } from '../json-rpc-errors.js'
 
 const byNumber = new Map<number, ErrorCode>(ERROR_CODES.map((c) => [ERROR_TABLE[c].rpc, c]))
 
@@ -21,8 +22,8 @@ export function tableError(err: unknown, onInternal?: (detail: unknown) => void)
   if (code !== undefined && isErrorCode(data?.code) && (code === ERROR_TABLE[data.code].rpc || data.code === 'INVALID_REQUEST')) {
     return { code, message, data: data as RpcError['data'] }
   }
-  if (code === PARSE_ERROR || code === NOT_A_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
-  if (code === JSONRPC_INTERNAL_ERROR) { // what the SDK answers for an error without a code: its zod checks of params, or a bug
+  if (code === JSON_RPC.PARSE_ERROR || code === JSON_RPC.INVALID_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
+  if (code === JSON_RPC.INTERNAL_ERROR) { // what the SDK answers for an error without a code: its zod checks of params, or a bug
     const invalid = zodIssues(message)
     if (invalid) return rpcError(invalid)
   }

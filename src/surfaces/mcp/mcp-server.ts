@@ -8,12 +8,13 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
-  CallToolRequestSchema, ErrorCode, McpError,
+  CallToolRequestSchema, McpError,
   type CallToolResult, type ServerNotification, type ServerRequest, type ToolAnnotations,
 } from '@modelcontextprotocol/sdk/types.js'
 import type * as z from 'zod'
 import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import type { TurnResult } from '../../core/wire.js'
 import { assertJsonDepth } from '../json-depth.js'
@@ -199,7 +200,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
   // (documented: setRequestHandler replaces) to answer with INVALID_REQUEST like every surface.
   const callTool: McpToolCall = async (params, extra) => {
     const t = Object.hasOwn(tools, params.name) ? tools[params.name] : undefined
-    if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
+    if (!t) throw new McpError(JSON_RPC.INVALID_PARAMS, `Unknown tool: ${params.name}`)
     const checked = checkArguments(t.schema, params.arguments ?? {})
     if (!checked.ok) {
       const e = checked.error
