@@ -1,16 +1,12 @@
-import { Ajv, type ValidateFunction } from 'ajv'
-import addFormatsModule from 'ajv-formats'
 import { BurrowError } from '../../core/errors.js'
 import { JSON_RPC } from '../../core/protocol-numbers.js'
 import { rpcError, type RpcError } from '../json-rpc-errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
-import { assertJsonDepth } from '../json-depth.js'
+import { argumentsCheck } from '../request-validation.js'
 import { RPC_METHODS } from './rpc-methods.js'
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
-const ajv = addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: true, removeAdditional: false, coerceTypes: false }))
-const validators = new Map<string, ValidateFunction>(Object.entries(RPC_METHODS).map(([name, m]) => [name, ajv.compile(m.params)]))
+const checks = new Map(Object.entries(RPC_METHODS).map(([name, m]) => [name, argumentsCheck(m.params, 'params')]))
 
 export type RpcResponse = { jsonrpc: '2.0'; id: string | number | null } & ({ result: unknown } | { error: RpcError })
 
@@ -81,16 +77,7 @@ export async function invoke(ops: SessionOperations, name: string, params: unkno
   if (params === null || typeof params !== 'object' || Array.isArray(params)) {
     throw new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })
   }
-  assertJsonDepth(params, method.params as Record<string, unknown>, 'params')
-  const validate = validators.get(name)!
-  if (!validate(params)) {
-    const v = validate.errors![0]!
-    let field = `params${v.instancePath}`
-    if (v.keyword === 'required') field += `/${String(v.params.missingProperty)}`
-    if (v.keyword === 'additionalProperties') field += `/${String(v.params.additionalProperty)}`
-    const problem = v.keyword === 'additionalProperties' ? 'is not an allowed parameter' : v.keyword === 'required' ? 'is required' : v.message ?? 'is invalid'
-    throw new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
-  }
+  checks.get(name)!(params)
   return method.run(ops, params, ctx)
 }
 
