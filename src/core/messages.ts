@@ -46,7 +46,7 @@ export type Message = Static<typeof MessageSchema>
 // Static<> of an object open to any property is only its named properties: the index
 // signature is stated here, the JSON Schema is TypeBox's own.
 const ObjectSchemaSchema = Type.Unsafe<{ type: 'object' } & Record<string, unknown>>(
-  Type.Object({ type: Type.Literal('object') }, { additionalProperties: true }),
+  Type.Object({ type: Type.Literal('object') }, { additionalProperties: true, description: 'JSON Schema of the tool input (an object schema).' }),
 )
 
 /** A tool the model may call. Client tools (those a session is created with) pause the turn (`requires_action`). */
@@ -62,9 +62,11 @@ export type ToolCall = Static<typeof ToolCallSchema>
 
 /** A client's answer to one pending tool call of a paused turn. */
 export const ToolResultInputSchema = Type.Object({
-  tool_call_id: Type.String({ minLength: 1 }),
-  content: ToolResultContentSchema,
-  is_error: Type.Optional(Type.Boolean()),
+  tool_call_id: Type.String({ minLength: 1, description: 'The id of the pending tool call this answers.' }),
+  content: Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))], {
+    description: 'The tool output: a string, or text and image blocks.',
+  }),
+  is_error: Type.Optional(Type.Boolean({ description: 'True when the tool failed.' })),
 }, Strict)
 export type ToolResultInput = Static<typeof ToolResultInputSchema>
 

@@ -24,12 +24,13 @@ export function requestAjv(opts: { coerceTypes: boolean }): Ajv {
 }
 
 /** The parts of an Ajv error the mapping reads (fastify hands them on as `err.validation`). */
-export type ValidationIssue = Pick<ErrorObject, 'instancePath' | 'keyword' | 'params' | 'message'>
+export type ValidationIssue = Pick<ErrorObject, 'instancePath' | 'keyword' | 'params' | 'message' | 'propertyName'>
 
 /**
  * `INVALID_REQUEST` for a validation failure of the value at `root`: `field` is the path of
  * the failing value (`body/compaction/recent_turn_budget`), of the missing property for
- * `required`, or of the unknown one for `additionalProperties`.
+ * `required`, or of the unknown one for `additionalProperties`. A key that fails `propertyNames`
+ * is not echoed (it may be long): the field is its object's.
  */
 export function invalidField(root: string, issue: ValidationIssue): BurrowError {
   let field = `${root}${issue.instancePath}`
@@ -43,6 +44,7 @@ export function invalidField(root: string, issue: ValidationIssue): BurrowError 
   } else if (issue.keyword === 'enum' || issue.keyword === 'const') {
     problem = `must be one of ${JSON.stringify(issue.params.allowedValues ?? issue.params.allowedValue)}`
   }
+  if (issue.propertyName !== undefined) problem = `has a property name that ${problem}`
   return new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
 }
 
