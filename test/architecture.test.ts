@@ -31,7 +31,7 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   store: { layers: ['core', 'store'], packages: /^(node:.*|lmdb|pg)$/ },
   memory: { layers: ['core', 'memory'], packages: /^(node:.*|lmdb|hnswlib-node|undici)$/ },
   providers: { layers: ['core', 'providers'], packages: /^(node:.*|undici|eventsource-parser)$/ },
-  surfaces: { layers: ['core', 'surfaces'], packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*|zod)$/ },
+  surfaces: { layers: ['core', 'surfaces'], packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*)$/ },
   client: { layers: ['core', 'client'], packages: /^(node:.*|undici|eventsource-parser)$/ },
   app: { layers: ['core', 'session', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },
   bin: { layers: ['app', 'bin'], packages: /^node:.*$/ },

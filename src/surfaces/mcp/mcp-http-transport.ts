@@ -1,5 +1,5 @@
 /**
- * Stateless MCP streamable HTTP for one long-lived McpServer: a Transport (the SDK's
+ * Stateless MCP streamable HTTP for one long-lived MCP server: a Transport (the SDK's
  * interface for custom transports) onto which every POST is multiplexed.
  *
  * Why not the SDK's StreamableHTTPServerTransport: stateless, it needs a new server and

@@ -1,6 +1,6 @@
 /**
  * MCP over streamable HTTP at `/mcp`, stateless: nothing is kept between requests, so
- * any instance can answer and no `initialize` is needed first. One McpServer per mount
+ * any instance can answer and no `initialize` is needed first. One MCP server per mount
  * serves every POST through HttpMuxTransport (see there: it keeps the SDK transport's
  * checks without its per-request cost). Responses are SSE streams (the MCP client accepts
  * both JSON and SSE), so a turn's progress notifications reach the client as they happen.
