@@ -289,7 +289,7 @@ export async function run(): Promise<BenchResult> {
     `≈ ${SURFACES.map((s) => `${LABEL[s]} ${(avg(s, (l) => l.total) / CONNECTIONS).toFixed(0)}`).join(', ')} turns per session by the end of a phase ` +
       '(fresh sessions per phase; a slower surface ends with shorter histories, which turn-overhead\'s rotating diagnostic shows matters little).',
     'MCP is stateless streamable HTTP: each `tools/call` POST goes without `initialize` (the stateless transport accepts it) ' +
-      'and is answered as an SSE stream carrying the JSON-RPC response; one McpServer serves every POST through the ' +
+      'and is answered as an SSE stream carrying the JSON-RPC response; one MCP server serves every POST through the ' +
       'multiplexing stateless transport (src/surfaces/mcp/mcp-http-transport.ts).',
     `CPU placement: ${process.env.BENCH_PIN === '1' ? 'BENCH_PIN=1, the server on the last CPU, the load generator on the others' : 'not pinned (server and load generator share the CPUs)'}.`,
   ]

@@ -31,7 +31,7 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   store: { layers: ['core', 'store'], packages: /^(node:.*|lmdb|pg)$/ },
   memory: { layers: ['core', 'memory'], packages: /^(node:.*|lmdb|hnswlib-node|undici)$/ },
   providers: { layers: ['core', 'providers'], packages: /^(node:.*|undici|eventsource-parser)$/ },
-  surfaces: { layers: ['core', 'surfaces'], packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*|zod)$/ },
+  surfaces: { layers: ['core', 'surfaces'], packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*)$/ },
   client: { layers: ['core', 'client'], packages: /^(node:.*|undici|eventsource-parser)$/ },
   app: { layers: ['core', 'session', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },
   bin: { layers: ['app', 'bin'], packages: /^node:.*$/ },
@@ -70,4 +70,40 @@ t.test('the checker catches a violation', async (t) => {
 t.test('source files stay small', async (t) => {
   const big = files(src).filter((f) => readFileSync(f, 'utf8').split('\n').length > 400).map((f) => relative(root, f))
   t.same(big, [], 'split files past 400 lines by responsibility')
+})
+
+// One schema source (issue 15): requests are checked by one validator, and the protocols' own
+// numbers are written only beside the code table.
+
+const ONE_VALIDATOR = 'src/surfaces/request-validation.ts'
+const NUMBER_HOMES = ['src/core/errors.ts', 'src/core/protocol-numbers.ts']
+
+/** Code without its comments (roughly: enough to tell a number in code from one in prose). */
+const code = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`\\])\/\/.*$/gm, '$1')
+
+/** JSON-RPC error numbers or process exit codes written out in code. */
+function protocolNumbers(text: string): string[] {
+  const c = code(text)
+  return [...c.matchAll(/-32[0-9]{3}\b/g), ...c.matchAll(/\b(?:exit|exitCode)\s*(?:\(|=)\s*[0-9]+/g)].map((m) => m[0])
+}
+
+t.test('only request-validation.ts builds a validator; zod is not used', async (t) => {
+  const bad: string[] = []
+  for (const file of files(src)) {
+    const rel = relative(root, file)
+    for (const spec of imports(file)) {
+      if ((spec === 'ajv' || spec === 'ajv-formats') && rel !== ONE_VALIDATOR) bad.push(`${rel} imports ${spec}`)
+      if (spec === 'zod' || spec.startsWith('zod/')) bad.push(`${rel} imports ${spec}`)
+    }
+  }
+  t.same(bad, [])
+})
+
+t.test('JSON-RPC numbers and exit codes are written only beside the code table', async (t) => {
+  const bad = files(src).filter((f) => !NUMBER_HOMES.includes(relative(root, f)))
+    .flatMap((f) => protocolNumbers(readFileSync(f, 'utf8')).map((n) => `${relative(root, f)}: ${n}`))
+  t.same(bad, [], 'import JSON_RPC / EXIT from core/protocol-numbers.ts or a row of core/errors.ts')
+  // The checker sees numbers in code, not in prose.
+  t.same(protocolNumbers('if (code === -32600) process.exit(78)\nprocess.exitCode = 1'), ['-32600', 'exit(78', 'exitCode = 1'])
+  t.same(protocolNumbers('// answered -32700\n/** exits 78 */ const url = \'https://x\' // exit(1)'), [])
 })

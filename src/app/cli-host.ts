@@ -1,5 +1,6 @@
 import { pino } from 'pino'
 import { BurrowClient } from '../client/burrow-client.js'
+import { EXIT } from '../core/protocol-numbers.js'
 import { CliFatal, type CliBackend, type CliHost, type CliIo } from '../surfaces/cli/cli.js'
 import { createBurrow } from './burrow.js'
 import { installProcessGuard } from './process-guard.js'
@@ -9,8 +10,6 @@ import { buildService } from './service.js'
 import { StartupError } from './startup-error.js'
 import { VERSION } from './version.js'
 
-/** EX_CONFIG: the service could not start as configured (the server's start-up exit code too). */
-const EXIT_CONFIG = 78
 
 export { runCli } from '../surfaces/cli/cli.js'
 
@@ -26,7 +25,7 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
     io, env, version: VERSION,
     async connect({ url, dataDir }): Promise<CliBackend> {
       if (url) {
-        if (!/^https?:\/\//.test(url)) throw new CliFatal(`--url must be an http(s) URL, got '${url}'.`, EXIT_CONFIG)
+        if (!/^https?:\/\//.test(url)) throw new CliFatal(`--url must be an http(s) URL, got '${url}'.`, EXIT.CONFIG)
         return { ops: new BurrowClient({ baseUrl: url }), close: async () => {} }
       }
       const config = configFor(env, dataDir)
@@ -37,7 +36,7 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
       } catch (err) {
         if (err instanceof StartupError) {
           const hint = /in use by another Burrow process/.test(err.message) ? ' With the CLI: pass --url http://HOST:PORT of that server.' : ''
-          throw new CliFatal(`${err.message}${hint}`, EXIT_CONFIG)
+          throw new CliFatal(`${err.message}${hint}`, EXIT.CONFIG)
         }
         throw err
       }
@@ -55,7 +54,7 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
       try {
         burrow = await createBurrow(config)
       } catch (err) {
-        if (err instanceof StartupError) throw new CliFatal(err.message, EXIT_CONFIG)
+        if (err instanceof StartupError) throw new CliFatal(err.message, EXIT.CONFIG)
         throw err
       }
       installProcessGuard(burrow.logger)
@@ -65,12 +64,12 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
         // An address in use or not ours is the operator's to fix, as in `npm start`: release the data dir, exit 78.
         if (!(err instanceof StartupError)) throw err
         await burrow.close().catch(() => undefined)
-        throw new CliFatal(err.message, EXIT_CONFIG)
+        throw new CliFatal(err.message, EXIT.CONFIG)
       }
       return new Promise<number>((resolve) => {
         const stop = (signal: string) => {
           burrow.logger.info({ signal }, 'shutting down')
-          burrow.close().then(() => resolve(0), (err) => { burrow.logger.error({ err }, 'shutdown failed'); resolve(1) })
+          burrow.close().then(() => resolve(EXIT.OK), (err) => { burrow.logger.error({ err }, 'shutdown failed'); resolve(EXIT.FAILURE) })
         }
         process.once('SIGTERM', () => stop('SIGTERM'))
         process.once('SIGINT', () => stop('SIGINT'))
@@ -79,7 +78,7 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
     onInterrupt(cb) {
       let pressed = false
       const handler = () => {
-        if (pressed) process.exit(130) // a second Ctrl-C does not wait for the turn to stop
+        if (pressed) process.exit(EXIT.INTERRUPTED) // a second Ctrl-C does not wait for the turn to stop
         pressed = true
         cb()
       }
@@ -93,7 +92,7 @@ function configFor(env: Env, dataDir: string | undefined): Config {
   try {
     return loadConfig(dataDir ? { ...env, BURROW_DATA_DIR: dataDir } : env)
   } catch (err) {
-    if (err instanceof StartupError) throw new CliFatal(err.message, EXIT_CONFIG)
+    if (err instanceof StartupError) throw new CliFatal(err.message, EXIT.CONFIG)
     throw err
   }
 }

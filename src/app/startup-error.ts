@@ -1,6 +1,11 @@
+import { EXIT } from '../core/protocol-numbers.js'
+
+/** Process exit codes outside the error table (for the entry points, which import only app/). */
+export { EXIT }
+
 /**
  * A reason the service cannot start that the operator can fix; printed as one line without a
- * stack, and the process exits 78 (EX_CONFIG).
+ * stack, and the process exits `EXIT.CONFIG` (78, sysexits.h EX_CONFIG).
  */
 export class StartupError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {

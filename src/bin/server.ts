@@ -1,12 +1,9 @@
 #!/usr/bin/env node
 import { loadConfig } from '../app/config.js'
 import { loadEnvFile } from '../app/env-file.js'
-import { StartupError } from '../app/startup-error.js'
+import { EXIT, StartupError } from '../app/startup-error.js'
 import { createBurrow, type Burrow } from '../app/burrow.js'
 import { installProcessGuard } from '../app/process-guard.js'
-
-/** Exit code of a start-up the operator must fix (sysexits.h EX_CONFIG). */
-const EX_CONFIG = 78
 
 /**
  * `npm start`: configuration from the environment (and `.env` in the working directory, when there
@@ -30,14 +27,14 @@ async function main(): Promise<void> {
       clearTimeout(timer)
     }
     process.stderr.write(`burrow: ${err.message}\n`)
-    process.exit(EX_CONFIG)
+    process.exit(EXIT.CONFIG)
   }
   const running = burrow
   const stop = (signal: string) => {
     running.logger.info({ signal }, 'shutting down')
-    const hard = setTimeout(() => process.exit(1), running.config.shutdownGraceMs + 10_000)
+    const hard = setTimeout(() => process.exit(EXIT.FAILURE), running.config.shutdownGraceMs + 10_000)
     hard.unref()
-    running.close().then(() => process.exit(0), (err) => { running.logger.error({ err }, 'shutdown failed'); process.exit(1) })
+    running.close().then(() => process.exit(EXIT.OK), (err) => { running.logger.error({ err }, 'shutdown failed'); process.exit(EXIT.FAILURE) })
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
@@ -45,5 +42,5 @@ async function main(): Promise<void> {
 
 main().catch((err) => {
   process.stderr.write(`burrow: failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`)
-  process.exit(1)
+  process.exit(EXIT.FAILURE)
 })

@@ -18,7 +18,7 @@
 import { createParser } from 'eventsource-parser'
 import { SUMMARY_PREFIX } from '../core/compactor.js'
 import { BurrowError, isErrorCode } from '../core/errors.js'
-import type { EventData, EventEnvelope } from '../core/events.js'
+import type { EventData, EventEnvelope, Usage } from '../core/events.js'
 import { textOf, type Message, type ToolResultBlock } from '../core/messages.js'
 import type { TurnResult } from '../core/wire.js'
 
@@ -121,7 +121,7 @@ export class TurnAssembler {
     this.pending = []
   }
 
-  private addCompaction(u: { input_tokens: number; output_tokens: number } | undefined): void {
+  private addCompaction(u: Usage | undefined): void {
     if (u) this.usage.compaction_tokens += u.input_tokens + u.output_tokens
   }
 }

@@ -1,3 +1,4 @@
+import type { Usage } from './events.js'
 import type { Message } from './messages.js'
 import type { EffectiveCompaction } from './session-record.js'
 
@@ -29,7 +30,7 @@ export interface CompactionResult {
   /** Output tokens of the (last) summary call. */
   summaryTokens: number
   /** Every token the summary calls used (counted as compaction tokens). */
-  usage: { input_tokens: number; output_tokens: number }
+  usage: Usage
   /** Index of the first kept message: `messages` = summary + original[keepFrom..]. */
   keepFrom: number
   /** The rebuilt history: the summary message, then the kept messages untouched. */

@@ -3,8 +3,12 @@
  * a JSON-RPC number or a CLI exit code is written; every surface derives from it.
  *
  * Codes are append-only: a retired code is never reused, and a JSON-RPC number
- * belongs to one row forever. Clients switch on `code`, never on message text.
+ * belongs to one row forever (test/core/error-codes.test.ts pins the order). Clients
+ * switch on `code`, never on message text. The protocols' own numbers that are not rows
+ * (JSON-RPC's -32700 and -32600, exit 78, …) live beside the table, in protocol-numbers.ts.
  */
+import { JSON_RPC } from './protocol-numbers.js'
+
 export const ERROR_TABLE = {
   SESSION_PERSISTENCE_DISABLED: {
     http: 501, rpc: -32003, exit: 3, title: 'Session persistence disabled',
@@ -18,7 +22,7 @@ export const ERROR_TABLE = {
     http: 501, rpc: -32005, exit: 5, title: 'Memory store disabled',
     message: "Memory store is disabled (build without 'memory-store').",
   },
-  INVALID_REQUEST: { http: 400, rpc: -32602, exit: 2, title: 'Invalid request', message: 'The request is invalid.' },
+  INVALID_REQUEST: { http: 400, rpc: JSON_RPC.INVALID_PARAMS, exit: 2, title: 'Invalid request', message: 'The request is invalid.' },
   UNAUTHORIZED: { http: 401, rpc: -32006, exit: 6, title: 'Unauthorized', message: 'Missing or invalid API key.' },
   SESSION_NOT_FOUND: { http: 404, rpc: -32007, exit: 7, title: 'Session not found', message: 'Session not found.' },
   SESSION_BUSY: { http: 409, rpc: -32008, exit: 8, title: 'Session busy', message: 'A turn is already running on this session.' },
@@ -38,7 +42,7 @@ export const ERROR_TABLE = {
   PROVIDER_TIMEOUT: { http: 504, rpc: -32016, exit: 16, title: 'Provider timeout', message: 'The LLM provider did not answer in time.' },
   INTERNAL: { http: 500, rpc: -32017, exit: 17, title: 'Internal error', message: 'Internal error.' },
   // Appended later, in the order they were added (codes are append-only).
-  ROUTE_NOT_FOUND: { http: 404, rpc: -32601, exit: 18, title: 'Not found', message: 'No such route or method.' },
+  ROUTE_NOT_FOUND: { http: 404, rpc: JSON_RPC.METHOD_NOT_FOUND, exit: 18, title: 'Not found', message: 'No such route or method.' },
   SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
   INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },
   NOTE_NOT_FOUND: { http: 404, rpc: -32021, exit: 21, title: 'Note not found', message: 'The session has no note with this key.' },

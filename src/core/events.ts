@@ -1,5 +1,7 @@
 import type { ContentBlock, Message, ToolCall } from './messages.js'
+import type { Static } from 'typebox'
 import type { SessionConfig } from './session-record.js'
+import type { UsageSchema } from './wire.js'
 
 /**
  * Event types (docs/api.md, Events). Every type except `text_delta` is stored in the event
@@ -31,7 +33,7 @@ export type EventType = (typeof EVENT_TYPES)[number]
 /** Stream-only control frame sent before a replay that cannot start where asked. */
 export const STREAM_TRUNCATED = 'stream_truncated'
 
-export interface Usage { input_tokens: number; output_tokens: number }
+export type Usage = Static<typeof UsageSchema>
 
 /**
  * The event envelope, identical on every surface.

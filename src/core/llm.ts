@@ -1,5 +1,7 @@
 import type { ContentBlock, Message, ToolDefinition } from './messages.js'
+import type { Static } from 'typebox'
 import type { Usage } from './events.js'
+import type { ProviderStatusSchema } from './wire.js'
 
 /** `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`, `offline:echo`. */
 export interface ModelRef { provider: string; model: string }
@@ -47,7 +49,7 @@ export interface LlmClient {
   complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse>
 }
 
-export interface ProviderStatus { name: string; configured: boolean; offline: boolean; default_model: string }
+export type ProviderStatus = Static<typeof ProviderStatusSchema>
 
 /** Resolves `provider:model` strings to a configured client. */
 export interface ProviderRegistry {

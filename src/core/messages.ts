@@ -1,41 +1,74 @@
 /**
  * The canonical conversation model, provider-neutral. Providers translate it to
- * their wire format; the event log and snapshots store it as is.
+ * their wire format; the event log and snapshots store it as is. The TypeBox schemas are
+ * the definition (requests are validated against them, the OpenAPI document and the MCP
+ * tool schemas are generated from them); the TypeScript types are derived with `Static`.
  */
-export interface TextBlock { type: 'text'; text: string }
+import { Type, type Static } from 'typebox'
 
-export interface ImageBlock {
-  type: 'image'
-  source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string }
-}
+const Strict = { additionalProperties: false } as const
 
-export interface ToolUseBlock { type: 'tool_use'; id: string; name: string; input: unknown }
+export const TextBlockSchema = Type.Object({ type: Type.Literal('text'), text: Type.String() }, Strict)
+export type TextBlock = Static<typeof TextBlockSchema>
 
-export interface ToolResultBlock {
-  type: 'tool_result'
-  tool_use_id: string
-  content: string | Array<TextBlock | ImageBlock>
-  is_error?: boolean
-}
+export const ImageBlockSchema = Type.Object({
+  type: Type.Literal('image'),
+  source: Type.Union([
+    Type.Object({ type: Type.Literal('base64'), media_type: Type.String({ pattern: '^image/[a-z0-9.+-]+$' }), data: Type.String({ minLength: 1 }) }, Strict),
+    Type.Object({ type: Type.Literal('url'), url: Type.String({ pattern: '^https?://' }) }, Strict),
+  ]),
+}, Strict)
+export type ImageBlock = Static<typeof ImageBlockSchema>
 
-export type ContentBlock = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+export const ToolUseBlockSchema = Type.Object({
+  type: Type.Literal('tool_use'), id: Type.String(), name: Type.String(), input: Type.Unknown(),
+}, Strict)
+export type ToolUseBlock = Static<typeof ToolUseBlockSchema>
+
+/** What a tool answered: a string, or text and image blocks. */
+export const ToolResultContentSchema = Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))])
+
+export const ToolResultBlockSchema = Type.Object({
+  type: Type.Literal('tool_result'), tool_use_id: Type.String(), content: ToolResultContentSchema, is_error: Type.Optional(Type.Boolean()),
+}, Strict)
+export type ToolResultBlock = Static<typeof ToolResultBlockSchema>
+
+export const ContentBlockSchema = Type.Union([TextBlockSchema, ImageBlockSchema, ToolUseBlockSchema, ToolResultBlockSchema])
+export type ContentBlock = Static<typeof ContentBlockSchema>
 
 /** A user message holds text/image blocks, or only tool_result blocks (a tool-results message). */
-export interface Message {
-  role: 'user' | 'assistant'
-  content: ContentBlock[]
-}
+export const MessageSchema = Type.Object({
+  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+  content: Type.Array(ContentBlockSchema),
+}, Strict)
+export type Message = Static<typeof MessageSchema>
 
-/** A tool the model may call. `executor: 'client'` tools pause the turn (`requires_action`). */
-export interface ToolDefinition {
-  name: string
-  description?: string
-  input_schema: { type: 'object' } & Record<string, unknown>
-}
+// Static<> of an object open to any property is only its named properties: the index
+// signature is stated here, the JSON Schema is TypeBox's own.
+const ObjectSchemaSchema = Type.Unsafe<{ type: 'object' } & Record<string, unknown>>(
+  Type.Object({ type: Type.Literal('object') }, { additionalProperties: true, description: 'JSON Schema of the tool input (an object schema).' }),
+)
 
-export interface ToolCall { id: string; name: string; input: unknown }
+/** A tool the model may call. Client tools (those a session is created with) pause the turn (`requires_action`). */
+export const ToolDefinitionSchema = Type.Object({
+  name: Type.String({ pattern: '^[a-zA-Z0-9_-]{1,64}$' }),
+  description: Type.Optional(Type.String({ maxLength: 4096 })),
+  input_schema: ObjectSchemaSchema,
+}, Strict)
+export type ToolDefinition = Static<typeof ToolDefinitionSchema>
 
-export interface ToolResultInput { tool_call_id: string; content: string | Array<TextBlock | ImageBlock>; is_error?: boolean }
+export const ToolCallSchema = Type.Object({ id: Type.String(), name: Type.String(), input: Type.Unknown() })
+export type ToolCall = Static<typeof ToolCallSchema>
+
+/** A client's answer to one pending tool call of a paused turn. */
+export const ToolResultInputSchema = Type.Object({
+  tool_call_id: Type.String({ minLength: 1, description: 'The id of the pending tool call this answers.' }),
+  content: Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))], {
+    description: 'The tool output: a string, or text and image blocks.',
+  }),
+  is_error: Type.Optional(Type.Boolean({ description: 'True when the tool failed.' })),
+}, Strict)
+export type ToolResultInput = Static<typeof ToolResultInputSchema>
 
 export function textOf(content: readonly ContentBlock[] | string): string {
   if (typeof content === 'string') return content

@@ -1,13 +1,9 @@
 import type { Message, ToolCall, ToolDefinition, ToolResultBlock } from './messages.js'
-import type { SessionStatus } from './wire.js'
+import type { Static } from 'typebox'
+import type { EffectiveCompactionSchema, NoteSchema, SessionStatus, TurnUsageSchema } from './wire.js'
 
-export interface EffectiveCompaction {
-  auto_compact_threshold: number
-  recent_turn_budget: number
-  max_summary_tokens: number
-  min_turns_between_compactions: number
-  max_history_messages: number | null
-}
+/** The compaction settings a session runs with: the request's, defaults filled in. */
+export type EffectiveCompaction = Static<typeof EffectiveCompactionSchema>
 
 /** What a session was created with; carried in full by its `session_created` event. */
 export interface SessionConfig {
@@ -21,7 +17,7 @@ export interface SessionConfig {
   max_total_tokens: number | null
 }
 
-export interface TokenTotals { input_tokens: number; output_tokens: number; compaction_tokens: number }
+export type TokenTotals = Static<typeof TurnUsageSchema>
 
 /** The turn that has started and not yet ended. */
 export interface OpenTurn {
@@ -79,7 +75,7 @@ export interface SessionRecord {
   notes: SessionNote[]
 }
 
-export interface SessionNote { key: string; value: string; updated_at: string }
+export type SessionNote = Static<typeof NoteSchema>
 
 export const NOTES_MAX = 200
 export const NOTE_VALUE_MAX = 2000

@@ -4,78 +4,60 @@
  * definition. TypeScript types are derived from them, never written twice.
  */
 import { Type, type Static, type TSchema } from 'typebox'
+import { ImageBlockSchema, MessageSchema, TextBlockSchema, ToolCallSchema, ToolDefinitionSchema, ToolResultInputSchema } from './messages.js'
 
 const Str = (o: Record<string, unknown> = {}) => Type.String(o)
 const Int = (o: Record<string, unknown> = {}) => Type.Integer(o)
 const Strict = { additionalProperties: false } as const
 
-// ---- content blocks --------------------------------------------------------------
+// ---- ids ---------------------------------------------------------------------------
 
-export const TextBlockSchema = Type.Object({ type: Type.Literal('text'), text: Str() }, Strict)
-export const ImageBlockSchema = Type.Object({
-  type: Type.Literal('image'),
-  source: Type.Union([
-    Type.Object({ type: Type.Literal('base64'), media_type: Str({ pattern: '^image/[a-z0-9.+-]+$' }), data: Str({ minLength: 1 }) }, Strict),
-    Type.Object({ type: Type.Literal('url'), url: Str({ pattern: '^https?://' }) }, Strict),
-  ]),
-}, Strict)
-export const ToolUseBlockSchema = Type.Object({
-  type: Type.Literal('tool_use'), id: Str(), name: Str(), input: Type.Unknown(),
-}, Strict)
-const ToolResultContent = Type.Union([Str(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))])
-export const ToolResultBlockSchema = Type.Object({
-  type: Type.Literal('tool_result'), tool_use_id: Str(), content: ToolResultContent, is_error: Type.Optional(Type.Boolean()),
-}, Strict)
-export const ContentBlockSchema = Type.Union([TextBlockSchema, ImageBlockSchema, ToolUseBlockSchema, ToolResultBlockSchema])
-export const MessageSchema = Type.Object({
-  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
-  content: Type.Array(ContentBlockSchema),
-}, Strict)
+/** A session id where a request names one in its parameters (JSON-RPC params, MCP tool arguments). */
+export const SessionIdSchema = Str({ format: 'uuid', description: 'Session id (UUIDv7), as session creation returned it.' })
+/** A memory entry id where a request names one in its parameters. */
+export const MemoryIdSchema = Str({ format: 'uuid', description: 'Memory entry id (from a search, a listing or the add result).' })
 
 // ---- configuration pieces ----------------------------------------------------------
 
-export const ToolDefinitionSchema = Type.Object({
-  name: Str({ pattern: '^[a-zA-Z0-9_-]{1,64}$' }),
-  description: Type.Optional(Str({ maxLength: 4096 })),
-  input_schema: Type.Object({ type: Type.Literal('object') }, { additionalProperties: true }),
-}, Strict)
-
 export const CompactionConfigSchema = Type.Object({
-  auto_compact_threshold: Type.Optional(Int({ minimum: 1 })),
-  recent_turn_budget: Type.Optional(Int({ minimum: 0 })),
-  max_summary_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000 })),
-  min_turns_between_compactions: Type.Optional(Int({ minimum: 0 })),
-  max_history_messages: Type.Optional(Int({ minimum: 2 })),
+  auto_compact_threshold: Type.Optional(Int({ minimum: 1, description: 'Compact when the history reaches this many tokens.' })),
+  recent_turn_budget: Type.Optional(Int({ minimum: 0, description: 'Complete recent turns kept verbatim after compaction.' })),
+  max_summary_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Token limit of the compaction summary.' })),
+  min_turns_between_compactions: Type.Optional(Int({ minimum: 0, description: 'Loop guard: turns that must pass between compactions.' })),
+  max_history_messages: Type.Optional(Int({ minimum: 2, description: 'Also compact when the history has more messages than this.' })),
 }, Strict)
 
-export const MetadataSchema = Type.Record(Str({ maxLength: 128 }), Str({ maxLength: 4096 }), { maxProperties: 64 })
+// A record's JSON Schema keeps no constraint of its key type (any key matches `^.*$`): `propertyNames` states it.
+export const MetadataSchema = Type.Record(Str({ maxLength: 128 }), Str({ maxLength: 4096 }), { maxProperties: 64, propertyNames: { maxLength: 128 } })
 
 // ---- requests ----------------------------------------------------------------------
 
 export const CreateSessionSchema = Type.Object({
-  model: Type.Optional(Str({ pattern: '^[a-zA-Z0-9_.-]+:.+$', maxLength: 256 })),
-  system_prompt: Type.Optional(Str({ maxLength: 1_000_000 })),
-  metadata: Type.Optional(MetadataSchema),
-  memory: Type.Optional(Type.Boolean()),
-  compaction: Type.Optional(CompactionConfigSchema),
-  tools: Type.Optional(Type.Array(ToolDefinitionSchema, { maxItems: 128 })),
-  max_total_tokens: Type.Optional(Int({ minimum: 1 })),
+  model: Type.Optional(Str({
+    pattern: '^[a-zA-Z0-9_.-]+:.+$', maxLength: 256,
+    description: '"provider:model", e.g. "anthropic:claude-sonnet-4-5", "openai:gpt-4o-mini" or "offline:echo". Default: the server default.',
+  })),
+  system_prompt: Type.Optional(Str({ maxLength: 1_000_000, description: 'System prompt of every LLM call of the session.' })),
+  metadata: Type.Optional(Type.With(MetadataSchema, { description: 'Free-form string labels (at most 64).' })),
+  memory: Type.Optional(Type.Boolean({ description: 'Index compacted history into semantic memory and give the agent a memory_search tool.' })),
+  compaction: Type.Optional(Type.With(CompactionConfigSchema, { description: 'Automatic context compaction settings.' })),
+  tools: Type.Optional(Type.Array(ToolDefinitionSchema, {
+    maxItems: 128,
+    description: 'Client-executed tools: a turn that calls one pauses (status requires_action) until the client sends tool_results.',
+  })),
+  max_total_tokens: Type.Optional(Int({ minimum: 1, description: 'Token budget of the whole session.' })),
 }, Strict)
 export type CreateSession = Static<typeof CreateSessionSchema>
-
-export const ToolResultInputSchema = Type.Object({
-  tool_call_id: Str({ minLength: 1 }),
-  content: ToolResultContent,
-  is_error: Type.Optional(Type.Boolean()),
-}, Strict)
 
 export const StartTurnSchema = Type.Object({
   input: Type.Optional(Type.Union([
     Str({ minLength: 1 }),
     Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]), { minItems: 1 }),
-  ])),
-  tool_results: Type.Optional(Type.Array(ToolResultInputSchema, { minItems: 1 })),
-  max_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000 })),
+  ], { description: 'The user message: a string, or text and image blocks. Send exactly one of input or tool_results.' })),
+  tool_results: Type.Optional(Type.Array(ToolResultInputSchema, {
+    minItems: 1, description: "Answers to a paused turn's tool_calls (every pending call), to continue that turn.",
+  })),
+  max_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Output token limit per LLM call of this turn.' })),
 }, Strict)
 export type StartTurn = Static<typeof StartTurnSchema>
 /** Resume takes the same body as a turn: it continues a persisted session. */
@@ -85,17 +67,24 @@ export const SessionStatusSchema = Type.Union([Type.Literal('active'), Type.Lite
 export type SessionStatus = Static<typeof SessionStatusSchema>
 
 export const SessionQuerySchema = Type.Object({
-  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20 })),
-  cursor: Type.Optional(Str({ maxLength: 512 })),
-  status: Type.Optional(SessionStatusSchema),
+  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
+  cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
+  status: Type.Optional(Type.With(SessionStatusSchema, { description: 'Only sessions with this status.' })),
 }, Strict)
 export type SessionQuery = Static<typeof SessionQuerySchema>
+
+// Requests that name their session or entry in their parameters (JSON-RPC, MCP) rather than in a path.
+
+export const SessionRefSchema = Type.Object({ session_id: SessionIdSchema }, Strict)
+/** A turn's request with the session it runs on: the REST body plus the path's id. */
+export const SessionTurnSchema = Type.Object({ session_id: SessionIdSchema, ...StartTurnSchema.properties }, Strict)
+export const MemoryRefSchema = Type.Object({ id: MemoryIdSchema }, Strict)
+export const NoParamsSchema = Type.Object({}, Strict)
 
 // ---- responses ---------------------------------------------------------------------
 
 export const UsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int() })
 export const TurnUsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int() })
-export const ToolCallSchema = Type.Object({ id: Str(), name: Str(), input: Type.Unknown() })
 
 export const EffectiveCompactionSchema = Type.Object({
   auto_compact_threshold: Int(), recent_turn_budget: Int(), max_summary_tokens: Int(),
@@ -259,10 +248,12 @@ export const MemoryHitSchema = Type.Object({
   turn: Type.Union([Int(), Type.Null()]), seq: Type.Union([Int(), Type.Null()]), metadata: Type.Record(Str(), Str()),
 })
 export const memorySearchParams = {
-  q: Str({ minLength: 1, maxLength: 4096 }),
-  limit: Type.Optional(Int({ minimum: 1, maximum: 20, default: 5 })),
-  session_id: Type.Optional(Str({ format: 'uuid' })),
-  scope: Type.Optional(Type.Union([Type.Literal('session'), Type.Literal('tenant')])),
+  q: Str({ minLength: 1, maxLength: 4096, description: 'What to look for (natural language).' }),
+  limit: Type.Optional(Int({ minimum: 1, maximum: 20, default: 5, description: 'Number of hits.' })),
+  session_id: Type.Optional(Str({ format: 'uuid', description: 'Restrict to this session (required with scope "session").' })),
+  scope: Type.Optional(Type.Union([Type.Literal('session'), Type.Literal('tenant')], {
+    description: '"tenant" (default): all your sessions; "session": session_id only.',
+  })),
 }
 export const MemorySearchQuerySchema = Type.Object({ ...memorySearchParams, metadata: Type.Optional(MetadataFilterSchema) }, Strict)
 export type MemorySearchQuery = Static<typeof MemorySearchQuerySchema>
@@ -283,7 +274,7 @@ export const MemoryItemSchema = Type.Object({
 export type MemoryItem = Static<typeof MemoryItemSchema>
 export const MemoryItemPageSchema = pageSchema(MemoryItemSchema)
 export const memoryPageParams = {
-  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20 })),
+  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
   cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
   session_id: Type.Optional(Str({ format: 'uuid', description: "Only this session's entries." })),
 }

@@ -26,7 +26,7 @@ const isContainer = (v: unknown): v is object => typeof v === 'object' && v !== 
 /**
  * Throws `INVALID_REQUEST` naming the free-form field of `value` (rooted at `root`, e.g.
  * `body` or `params`) that nests deeper than `max` levels. `schema` is the JSON Schema the
- * value will be validated against (TypeBox and zod's JSON Schema output both fit).
+ * value will be validated against (a TypeBox schema is one).
  */
 export function assertJsonDepth(value: unknown, schema: Schema | undefined, root: string, max = MAX_FREE_JSON_DEPTH): void {
   const stack: Node[] = [{ value, schema, path: root }]

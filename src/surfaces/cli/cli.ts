@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Readable, Writable } from 'node:stream'
 import { BurrowError, ERROR_TABLE } from '../../core/errors.js'
+import { EXIT } from '../../core/protocol-numbers.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import type { MemoryItem, MemorySearchResult, Page, SessionSummary, SessionView, TurnResult } from '../../core/wire.js'
@@ -49,8 +50,8 @@ export async function runCli(argv: string[], host: CliHost): Promise<number> {
   let cli: CliArgs | undefined
   try {
     cli = parseCli(argv, host.env)
-    if (cli.command === 'help') { stdout.write(USAGE); return 0 }
-    if (cli.command === 'version') { stdout.write(`${host.version}\n`); return 0 }
+    if (cli.command === 'help') { stdout.write(USAGE); return EXIT.OK }
+    if (cli.command === 'version') { stdout.write(`${host.version}\n`); return EXIT.OK }
     if (cli.command === 'serve') {
       return await host.serve({ host: str(cli.opts.host), port: intOption(cli.opts, 'port'), dataDir: cli.dataDir })
     }
@@ -60,7 +61,7 @@ export async function runCli(argv: string[], host: CliHost): Promise<number> {
     } finally {
       await backend.close()
     }
-    return 0
+    return EXIT.OK
   } catch (err) {
     if (err instanceof CliFatal) { stderr.write(`burrow: ${err.message}\n`); return err.exitCode }
     const e = err instanceof BurrowError ? err : new BurrowError('INTERNAL', `Internal error: ${(err as Error)?.message ?? String(err)}`)

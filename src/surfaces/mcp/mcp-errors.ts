@@ -5,7 +5,9 @@
  * JSON-RPC codes: they are mapped here on their way out.
  */
 import { BurrowError, ERROR_TABLE, ERROR_CODES, isErrorCode, type ErrorCode } from '../../core/errors.js'
-import { JSONRPC_INTERNAL_ERROR, NOT_A_REQUEST, PARSE_ERROR, rpcError, type RpcError } from '../json-rpc-errors.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
+import { rpcError, type RpcError } from '../json-rpc-errors.js'
+import { invalidField } from '../request-validation.js'
 
 const byNumber = new Map<number, ErrorCode>(ERROR_CODES.map((c) => [ERROR_TABLE[c].rpc, c]))
 
@@ -21,9 +23,9 @@ export function tableError(err: unknown, onInternal?: (detail: unknown) => void)
   if (code !== undefined && isErrorCode(data?.code) && (code === ERROR_TABLE[data.code].rpc || data.code === 'INVALID_REQUEST')) {
     return { code, message, data: data as RpcError['data'] }
   }
-  if (code === PARSE_ERROR || code === NOT_A_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
-  if (code === JSONRPC_INTERNAL_ERROR) { // what the SDK answers for an error without a code: its zod checks of params, or a bug
-    const invalid = zodIssues(message)
+  if (code === JSON_RPC.PARSE_ERROR || code === JSON_RPC.INVALID_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
+  if (code === JSON_RPC.INTERNAL_ERROR) { // what the SDK answers for an error without a code: its own checks of params, or a bug
+    const invalid = sdkIssues(message)
     if (invalid) return rpcError(invalid)
   }
   const row = code === undefined ? undefined : byNumber.get(code)
@@ -33,11 +35,12 @@ export function tableError(err: unknown, onInternal?: (detail: unknown) => void)
 }
 
 /**
- * The SDK checks each request's params with zod and answers a failure as an internal error
- * whose message is the issues as JSON; it is the caller's mistake, so INVALID_REQUEST naming
- * the first issue's field.
+ * The SDK checks each request's params itself (with zod) and answers a failure as an internal
+ * error whose message is the issues as JSON; it is the caller's mistake, so INVALID_REQUEST
+ * naming the first issue's field (its path starts at the request: `params/…`), mapped like
+ * every other validation failure.
  */
-function zodIssues(message: string): BurrowError | undefined {
+function sdkIssues(message: string): BurrowError | undefined {
   if (!message.startsWith('[')) return undefined
   let issues: unknown
   try {
@@ -47,6 +50,6 @@ function zodIssues(message: string): BurrowError | undefined {
   }
   const first = Array.isArray(issues) ? issues[0] as { path?: unknown; message?: unknown } | undefined : undefined
   if (!first || !Array.isArray(first.path) || typeof first.message !== 'string') return undefined
-  const field = first.path.length > 0 ? first.path.map(String).join('/') : 'params'
-  return new BurrowError('INVALID_REQUEST', `${field} is invalid: ${first.message}`, { field })
+  const [root = 'params', ...rest] = first.path.map(String)
+  return invalidField(root, { instancePath: rest.map((k) => `/${k}`).join(''), keyword: 'sdk', params: {}, message: `is invalid: ${first.message}` })
 }

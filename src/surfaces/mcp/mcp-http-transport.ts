@@ -1,5 +1,5 @@
 /**
- * Stateless MCP streamable HTTP for one long-lived McpServer: a Transport (the SDK's
+ * Stateless MCP streamable HTTP for one long-lived MCP server: a Transport (the SDK's
  * interface for custom transports) onto which every POST is multiplexed.
  *
  * Why not the SDK's StreamableHTTPServerTransport: stateless, it needs a new server and
@@ -35,7 +35,8 @@ import {
   isJSONRPCRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId,
 } from '@modelcontextprotocol/sdk/types.js'
 import { BurrowError, ERROR_TABLE, type ErrorCode } from '../../core/errors.js'
-import { NOT_A_REQUEST, rpcError } from '../json-rpc-errors.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
+import { rpcError } from '../json-rpc-errors.js'
 import { tableError } from './mcp-errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
 
@@ -145,13 +146,13 @@ export class HttpMuxTransport implements Transport {
     }
     const messages: unknown[] = Array.isArray(body) ? body : [body]
     if (messages.length === 0 || messages.length > MAX_BATCH) {
-      return refusal('INVALID_REQUEST', `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages`, { rpc: NOT_A_REQUEST, field: 'body' })
+      return refusal('INVALID_REQUEST', `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages`, { rpc: JSON_RPC.INVALID_REQUEST, field: 'body' })
     }
     let initialize = false
     let requests = 0
     for (const [i, m] of messages.entries()) {
       if (!isMessage(m)) {
-        return refusal('INVALID_REQUEST', 'Invalid Request: not a JSON-RPC 2.0 message', { rpc: NOT_A_REQUEST, field: Array.isArray(body) ? `body/${i}` : 'body' })
+        return refusal('INVALID_REQUEST', 'Invalid Request: not a JSON-RPC 2.0 message', { rpc: JSON_RPC.INVALID_REQUEST, field: Array.isArray(body) ? `body/${i}` : 'body' })
       }
       if (isRequest(m)) {
         requests++
@@ -159,7 +160,7 @@ export class HttpMuxTransport implements Transport {
       }
     }
     if (initialize && messages.length > 1) {
-      return refusal('INVALID_REQUEST', 'Invalid Request: Only one initialization request is allowed', { rpc: NOT_A_REQUEST, field: 'body' })
+      return refusal('INVALID_REQUEST', 'Invalid Request: Only one initialization request is allowed', { rpc: JSON_RPC.INVALID_REQUEST, field: 'body' })
     }
     if (!initialize && protocolVersion !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion)) {
       return refusal('INVALID_REQUEST',
@@ -179,7 +180,7 @@ export class HttpMuxTransport implements Transport {
       } else if (!isJSONRPCRequest(m as unknown)) {
         // The SDK drops a request its own envelope check refuses, leaving it unanswered.
         const e = new BurrowError('INVALID_REQUEST', 'Invalid Request: params._meta must be an object, its progressToken a string or an integer.', { field: 'params/_meta' })
-        this.answer(ex, responseJson(m.id, 'error', rpcError(e, NOT_A_REQUEST)))
+        this.answer(ex, responseJson(m.id, 'error', rpcError(e, JSON_RPC.INVALID_REQUEST)))
       } else {
         const id = ++this.next
         this.routed.set(id, { ex, clientId: m.id })

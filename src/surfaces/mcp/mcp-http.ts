@@ -1,6 +1,6 @@
 /**
  * MCP over streamable HTTP at `/mcp`, stateless: nothing is kept between requests, so
- * any instance can answer and no `initialize` is needed first. One McpServer per mount
+ * any instance can answer and no `initialize` is needed first. One MCP server per mount
  * serves every POST through HttpMuxTransport (see there: it keeps the SDK transport's
  * checks without its per-request cost). Responses are SSE streams (the MCP client accepts
  * both JSON and SSE), so a turn's progress notifications reach the client as they happen.
@@ -26,7 +26,8 @@ import type { SessionService } from '../../core/session-service.js'
 import { discardBody, drainBound } from '../rest/body-drain.js'
 import { bearerChallenge, callContext } from '../rest/call-context.js'
 import { fromFastifyError, isJsonSyntaxError } from '../rest/problem.js'
-import { PARSE_ERROR, rpcError } from '../json-rpc-errors.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
+import { rpcError } from '../json-rpc-errors.js'
 import { HttpMuxTransport, type Refusal } from './mcp-http-transport.js'
 import { createMcpServer, toolCallOf } from './mcp-server.js'
 
@@ -67,13 +68,13 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       const e = fromFastifyError(err)
       if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
       else req.log.info({ code: e.code, detail: e.message }, 'request refused')
-      if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcError(e, PARSE_ERROR))
+      if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcError(e, JSON_RPC.PARSE_ERROR))
       if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
       return answer(reply, e.status, rpcError(e))
     },
   }, async (req, reply) => {
     if (req.body === undefined) {
-      return answer(reply, 400, rpcError(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), PARSE_ERROR))
+      return answer(reply, 400, rpcError(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), JSON_RPC.PARSE_ERROR))
     }
     if (!ready) await connected
     const { apiKey } = callContext(req)

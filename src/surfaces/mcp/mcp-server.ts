@@ -3,23 +3,31 @@
  * over the one SessionService. Each tool returns the service's result as
  * `structuredContent` plus a short text; a failure is a tool error (`isError: true`)
  * with text `error[CODE]: message` and `structuredContent: { code, message, ...data }`.
+ *
+ * Tool input schemas are the wire request schemas of core/wire.ts — the ones the REST routes
+ * and the JSON-RPC methods validate against. `tools/list` serves them as JSON Schema, and
+ * arguments are checked with the same validator (request-validation.ts), so a bad argument
+ * gets the code and field (`arguments/<path>`) the other surfaces give. The SDK's low-level
+ * Server takes JSON Schema as it is; its McpServer wants zod schemas, which would be a second
+ * copy of every request.
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
-  CallToolRequestSchema, ErrorCode, McpError,
-  type CallToolResult, type ServerNotification, type ServerRequest, type ToolAnnotations,
+  CallToolRequestSchema, ListToolsRequestSchema, McpError,
+  type CallToolResult, type ServerNotification, type ServerRequest, type Tool as ListedTool, type ToolAnnotations,
 } from '@modelcontextprotocol/sdk/types.js'
-import type * as z from 'zod'
-import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import type { Static, TSchema } from 'typebox'
+import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { EventEnvelope } from '../../core/events.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
-import type { TurnResult } from '../../core/wire.js'
-import { assertJsonDepth } from '../json-depth.js'
 import {
-  CreateSessionInput, EmptyInput, invalidArguments, jsonSchemaOf, ListInput, MemoryIdInput, MemoryListInput, MemorySearchInput, ResumeInput, SessionIdInput, TurnInput,
-} from './mcp-schemas.js'
+  CreateSessionSchema, MemoryPageQuerySchema, MemoryRefSchema, MemorySearchQuerySchema, NoParamsSchema, SessionQuerySchema, SessionRefSchema,
+  SessionTurnSchema, type StartTurn, type TurnResult,
+} from '../../core/wire.js'
+import { argumentsCheck } from '../request-validation.js'
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
 /** What each tool call gets from its transport (the service authenticates `apiKey`); `extra` is the call's. */
@@ -36,13 +44,13 @@ export interface McpServerOptions {
   cancellation?: boolean
 }
 
-interface Tool<S extends z.ZodType = z.ZodType> {
+interface Tool<S extends TSchema = TSchema> {
   description: string
   schema: S
   annotations?: ToolAnnotations
-  run(args: z.output<S>, ctx: CallContext, extra: Extra): Promise<{ result: object; text: string }>
+  run(args: Static<S>, ctx: CallContext, extra: Extra): Promise<{ result: object; text: string }>
 }
-const tool = <S extends z.ZodType>(t: Tool<S>): Tool<S> => t
+const tool = <S extends TSchema>(t: Tool<S>): Tool<S> => t
 
 const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_create), then run turns on it ' +
   '(turn_run); the session keeps the history, compacts it when it grows long and can recall compacted history ' +
@@ -50,13 +58,13 @@ const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_
 
 /** A `tools/call` as the server answers it (also thrown: McpError for an unknown tool). */
 export type McpToolCall = (params: { name: string; arguments?: Record<string, unknown> | undefined }, extra: Extra) => Promise<CallToolResult>
-const toolCalls = new WeakMap<McpServer, McpToolCall>()
+const toolCalls = new WeakMap<Server, McpToolCall>()
 
 /**
  * The server's `tools/call` handler itself, for a transport that dispatches tool calls
  * without the SDK's generic request path (see mcp-http-transport.ts).
  */
-export function toolCallOf(mcp: McpServer): McpToolCall {
+export function toolCallOf(mcp: Server): McpToolCall {
   const f = toolCalls.get(mcp)
   if (!f) throw new Error('not a server made by createMcpServer')
   return f
@@ -70,11 +78,11 @@ export function toolCallOf(mcp: McpServer): McpToolCall {
 let validator: AjvJsonSchemaValidator | undefined
 
 /** Builds the MCP server; `ctxFor` is asked once per tool call. */
-export function createMcpServer(service: SessionOperations, ctxFor: McpCallContext, opts: McpServerOptions = {}): McpServer {
-  const mcp = new McpServer({ name: 'burrow', version: opts.version ?? '0.0.0' }, {
-    instructions: INSTRUCTIONS, jsonSchemaValidator: validator ??= new AjvJsonSchemaValidator(),
+export function createMcpServer(service: SessionOperations, ctxFor: McpCallContext, opts: McpServerOptions = {}): Server {
+  const mcp = new Server({ name: 'burrow', version: opts.version ?? '0.0.0' }, {
+    capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: validator ??= new AjvJsonSchemaValidator(),
   })
-  const turn = (op: 'startTurn' | 'resume') => async (a: z.output<typeof TurnInput>, ctx: CallContext, extra: Extra) => {
+  const turn = (op: 'startTurn' | 'resume') => async (a: Static<typeof SessionTurnSchema>, ctx: CallContext, extra: Extra) => {
     const { session_id: id, ...req } = a
     const result = await runTurn(service, op, id, req, ctx, extra, opts.cancellation ?? true)
     return { result, text: turnText(result) }
@@ -83,7 +91,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
   const tools: Record<string, Tool> = {
     session_create: tool({
       description: 'Create an agent session (history, model, system prompt, client tools, budget). Returns session_id and the effective configuration.',
-      schema: CreateSessionInput,
+      schema: CreateSessionSchema,
       run: async (a, ctx) => {
         const r = await service.createSession(a, ctx)
         return { result: r, text: `Created session ${r.session_id} (model ${r.model}).` }
@@ -93,16 +101,16 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       description: 'Run one agent turn on a session: send `input` (a user message) and get the assistant answer (output_text). ' +
         'When the turn calls client tools it ends with status "requires_action" and tool_calls; answer them with turn_run ' +
         '`tool_results` to continue. Sends progress notifications (streamed text, tool calls) when given a progressToken.',
-      schema: TurnInput, annotations: { openWorldHint: true }, run: turn('startTurn'),
+      schema: SessionTurnSchema, annotations: { openWorldHint: true }, run: turn('startTurn'),
     }),
     session_resume: tool({
       description: 'Continue a persisted session (also after a server restart): optionally with a new `input`; ' +
         'without one the agent answers the last user message. Needs session persistence.',
-      schema: ResumeInput, annotations: { openWorldHint: true }, run: turn('resume'),
+      schema: SessionTurnSchema, annotations: { openWorldHint: true }, run: turn('resume'),
     }),
     session_read: tool({
       description: 'Read a session: status, configuration, full message history, usage, compaction state. Needs session persistence.',
-      schema: SessionIdInput, annotations: { readOnlyHint: true },
+      schema: SessionRefSchema, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const v = await service.read(a.session_id, ctx)
         return { result: v, text: `Session ${v.session_id} (${v.status}, ${v.model}): ${v.turn_count} turns, ${v.messages.length} messages.` }
@@ -110,7 +118,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     session_list: tool({
       description: 'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page). Needs session persistence.',
-      schema: ListInput, annotations: { readOnlyHint: true },
+      schema: SessionQuerySchema, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const p = await service.list(a, ctx)
         const lines = p.items.map((s) => `${s.session_id} ${s.status} ${s.model} turns=${s.turn_count}`)
@@ -120,7 +128,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     session_archive: tool({
       description: 'Archive a session: it stays readable but accepts no more turns. Needs session persistence.',
-      schema: SessionIdInput, annotations: { idempotentHint: true, destructiveHint: false },
+      schema: SessionRefSchema, annotations: { idempotentHint: true, destructiveHint: false },
       run: async (a, ctx) => {
         await service.archive(a.session_id, ctx)
         return { result: { session_id: a.session_id, status: 'archived' }, text: `Archived session ${a.session_id}.` }
@@ -130,7 +138,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       description: 'Search semantic memory (history that compaction moved out of sessions, and added entries) across your ' +
         'sessions or within one, optionally only entries with given metadata. Returns hits with id, content, score (0..1), ' +
         'session_id, turn, seq and metadata. Needs the memory store.',
-      schema: MemorySearchInput, annotations: { readOnlyHint: true },
+      schema: MemorySearchQuerySchema, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const r = await service.searchMemory(a, ctx)
         const lines = r.results.map((h) => `[${h.score.toFixed(2)}] ${h.content.length > 200 ? `${h.content.slice(0, 200)}…` : h.content}`)
@@ -140,7 +148,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     memory_list: tool({
       description: 'List your memory entries in insertion order, a page at a time (pass next_cursor as cursor), optionally ' +
         "one session's or those with given metadata. Needs the memory store.",
-      schema: MemoryListInput, annotations: { readOnlyHint: true },
+      schema: MemoryPageQuerySchema, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const p = await service.listMemory(a, ctx)
         const lines = p.items.map((e) => `${e.id} ${e.content.length > 80 ? `${e.content.slice(0, 80)}…` : e.content}`)
@@ -150,7 +158,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     memory_get: tool({
       description: 'Read one memory entry by id (error[MEMORY_NOT_FOUND] when you have none with it). Needs the memory store.',
-      schema: MemoryIdInput, annotations: { readOnlyHint: true },
+      schema: MemoryRefSchema, annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const e = await service.getMemory(a.id, ctx)
         return { result: e, text: e.content }
@@ -158,7 +166,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     memory_delete: tool({
       description: 'Delete one memory entry by id: it is no longer found by search or listed. Needs the memory store.',
-      schema: MemoryIdInput, annotations: { destructiveHint: true, idempotentHint: false },
+      schema: MemoryRefSchema, annotations: { destructiveHint: true, idempotentHint: false },
       run: async (a, ctx) => {
         await service.deleteMemory(a.id, ctx)
         return { result: { id: a.id, deleted: true }, text: `Deleted memory entry ${a.id}.` }
@@ -166,7 +174,7 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     capabilities_get: tool({
       description: "The server's capabilities (session_store, memory_store, session_compaction), version, auth and LLM providers.",
-      schema: EmptyInput, annotations: { readOnlyHint: true },
+      schema: NoParamsSchema, annotations: { readOnlyHint: true },
       run: async (_a, ctx) => {
         const c = await service.getCapabilities(ctx)
         return {
@@ -191,41 +199,33 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }
   }
 
-  for (const [name, t] of Object.entries(tools)) {
-    mcp.registerTool(name, { description: t.description, inputSchema: t.schema, annotations: t.annotations }, (args, extra) => call(t, args, extra))
-  }
-  // The SDK validates arguments before our callback and turns a failure into untyped text
-  // ("MCP error -32602: Input validation error: …"). This replaces its tools/call handler
-  // (documented: setRequestHandler replaces) to answer with INVALID_REQUEST like every surface.
+  // What tools/list serves: each tool's input schema as plain JSON Schema, made once.
+  const listed: ListedTool[] = Object.entries(tools).map(([name, t]) => ({
+    name, description: t.description, inputSchema: JSON.parse(JSON.stringify(t.schema)) as ListedTool['inputSchema'],
+    annotations: t.annotations, execution: { taskSupport: 'forbidden' },
+  }))
+  const checks = new Map(Object.entries(tools).map(([name, t]) => [name, argumentsCheck(t.schema, 'arguments')]))
   const callTool: McpToolCall = async (params, extra) => {
     const t = Object.hasOwn(tools, params.name) ? tools[params.name] : undefined
-    if (!t) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
-    const checked = checkArguments(t.schema, params.arguments ?? {})
-    if (!checked.ok) {
-      const e = checked.error
+    if (!t) throw new McpError(JSON_RPC.INVALID_PARAMS, `Unknown tool: ${params.name}`)
+    const args = params.arguments ?? {}
+    try {
+      checks.get(params.name)!(args)
+    } catch (err) {
+      const e = toBurrowError(err)
       return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }], structuredContent: { ...e.data, code: e.code, message: e.message } }
     }
-    return track(mcp, call(t, checked.data, extra))
+    return track(mcp, call(t, args, extra))
   }
-  mcp.server.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params, extra))
+  mcp.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }))
+  mcp.setRequestHandler(CallToolRequestSchema, (req, extra) => callTool(req.params, extra))
   toolCalls.set(mcp, callTool)
   return mcp
 }
 
-/** A tool's arguments, checked: nesting bounded (before anything recurses into them), then its schema. */
-function checkArguments(schema: z.ZodType, args: Record<string, unknown>): { ok: true; data: unknown } | { ok: false; error: BurrowError } {
-  try {
-    assertJsonDepth(args, jsonSchemaOf(schema), 'arguments')
-  } catch (err) {
-    return { ok: false, error: toBurrowError(err) }
-  }
-  const parsed = schema.safeParse(args)
-  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, error: invalidArguments(parsed.error, args) }
-}
-
 /** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */
 async function runTurn(
-  service: SessionOperations, op: 'startTurn' | 'resume', id: string, req: Omit<z.output<typeof TurnInput>, 'session_id'>,
+  service: SessionOperations, op: 'startTurn' | 'resume', id: string, req: StartTurn,
   ctx: CallContext, extra: Extra, cancellation: boolean,
 ): Promise<TurnResult> {
   const progress = progressReporter(extra)
@@ -297,9 +297,9 @@ function turnText(r: TurnResult): string {
 }
 
 // Tool calls in flight per server, so a transport can let them finish before it closes.
-const inFlight = new WeakMap<McpServer, Set<Promise<unknown>>>()
+const inFlight = new WeakMap<Server, Set<Promise<unknown>>>()
 
-function track<T>(mcp: McpServer, p: Promise<T>): Promise<T> {
+function track<T>(mcp: Server, p: Promise<T>): Promise<T> {
   let set = inFlight.get(mcp)
   if (!set) inFlight.set(mcp, set = new Set())
   set.add(p)
@@ -309,6 +309,6 @@ function track<T>(mcp: McpServer, p: Promise<T>): Promise<T> {
 }
 
 /** Resolves once no tool call of this server is running (for a graceful end of a stdio session). */
-export async function mcpIdle(mcp: McpServer): Promise<void> {
+export async function mcpIdle(mcp: Server): Promise<void> {
   for (let set = inFlight.get(mcp); set && set.size > 0; set = inFlight.get(mcp)) await Promise.allSettled([...set])
 }

@@ -26,7 +26,7 @@ export async function runMcpStdio(service: SessionOperations, opts: { apiKey?: s
     ...(opts.version ? { version: opts.version } : {}),
   })
   const transport = new StdioServerTransport(stdin, stdout)
-  const closed = new Promise<void>((resolve) => { server.server.onclose = () => resolve() })
+  const closed = new Promise<void>((resolve) => { server.onclose = () => resolve() })
   const ended = new Promise<void>((resolve) => {
     stdin.once('end', resolve)
     stdin.once('close', resolve)

@@ -1,5 +1,6 @@
 import { BurrowError, ERROR_TABLE, toBurrowError } from '../../core/errors.js'
 import type { Problem } from '../../core/wire.js'
+import { invalidField, type ValidationIssue } from '../request-validation.js'
 
 /** `application/problem+json` (RFC 9457) for a BurrowError: status and title come from the one code table. */
 export function problemOf(err: BurrowError, requestId: string): Problem {
@@ -25,7 +26,7 @@ interface FastifyLikeError {
   code?: string
   statusCode?: number
   message: string
-  validation?: Array<{ instancePath: string; message?: string; keyword: string; params: Record<string, unknown> }>
+  validation?: ValidationIssue[]
   validationContext?: string
 }
 
@@ -62,21 +63,9 @@ export function fromFastifyError(err: unknown): BurrowError {
   if (err instanceof BurrowError) return err
   const e = err as FastifyLikeError
   if (e && Array.isArray(e.validation) && e.validation.length > 0) {
-    const v = e.validation[0]!
     // fastify says `headers`; the surfaces' own checks name a header `header/<name>`.
     const part = e.validationContext === 'headers' ? 'header' : e.validationContext ?? 'body'
-    let field = `${part}${v.instancePath}`
-    let problem = v.message ?? 'is invalid'
-    if (v.keyword === 'required') {
-      field = `${field}/${String(v.params.missingProperty)}`
-      problem = 'is required'
-    } else if (v.keyword === 'additionalProperties') {
-      field = `${field}/${String(v.params.additionalProperty)}`
-      problem = 'is not an allowed property'
-    } else if (v.keyword === 'enum' || v.keyword === 'const') {
-      problem = `must be one of ${JSON.stringify(v.params.allowedValues ?? v.params.allowedValue)}`
-    }
-    return new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
+    return invalidField(part, e.validation[0]!)
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

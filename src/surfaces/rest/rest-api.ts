@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { Ajv } from 'ajv'
-import addFormatsModule from 'ajv-formats'
 import type { SessionService } from '../../core/session-service.js'
 import { BurrowError } from '../../core/errors.js'
 import { ProblemSchema } from '../../core/wire.js'
 import { assertJsonDepth } from '../json-depth.js'
+import { requestAjv } from '../request-validation.js'
 import { discardBody, drainBound } from './body-drain.js'
 import { bearerChallenge, callContext } from './call-context.js'
 import { eventRoutes } from './event-routes.js'
@@ -20,27 +19,15 @@ export type { RestMetrics } from './rest-metrics.js'
 
 export interface RestApiOptions { service: SessionService; metrics: RestMetrics }
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
-
-/**
- * Bodies are validated strictly: unknown properties are an error (never stripped)
- * and types are never coerced. Query strings, params and headers are text on the
- * wire, so those may be coerced ("5" → 5).
- */
-function validators(): { body: Ajv; other: Ajv } {
-  const common = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false } as const
-  const body = addFormats(new Ajv({ ...common, coerceTypes: false }))
-  const other = addFormats(new Ajv({ ...common, coerceTypes: true }))
-  return { body, other }
-}
-
 /**
  * The REST + SSE surface (docs/api.md): a thin adapter that parses, calls the one
  * SessionService, and maps BurrowError codes through the one table.
  */
 const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyInstance, opts) => {
   const { service, metrics } = opts
-  const ajv = validators()
+  // Bodies are validated strictly: unknown properties are an error (never stripped) and types are
+  // never coerced. Query strings, params and headers are text on the wire, so those may be ("5" → 5).
+  const ajv = { body: requestAjv({ coerceTypes: false }), other: requestAjv({ coerceTypes: true }) }
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema))
   // Responses are written as given; the schemas document them and tests validate them against the OpenAPI file.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data))

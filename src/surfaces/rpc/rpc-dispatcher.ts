@@ -1,17 +1,12 @@
-import { Ajv, type ValidateFunction } from 'ajv'
-import addFormatsModule from 'ajv-formats'
 import { BurrowError } from '../../core/errors.js'
-import { NOT_A_REQUEST, PARSE_ERROR, rpcError, type RpcError } from '../json-rpc-errors.js'
+import { JSON_RPC } from '../../core/protocol-numbers.js'
+import { rpcError, type RpcError } from '../json-rpc-errors.js'
 import type { EventEnvelope } from '../../core/events.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
-import { assertJsonDepth } from '../json-depth.js'
+import { argumentsCheck } from '../request-validation.js'
 import { RPC_METHODS } from './rpc-methods.js'
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
-const ajv = addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: true, removeAdditional: false, coerceTypes: false }))
-const validators = new Map<string, ValidateFunction>(Object.entries(RPC_METHODS).map(([name, m]) => [name, ajv.compile(m.params)]))
-
-/** JSON-RPC's own codes for a request that is not JSON, or not a request (outside the code table's rows). */
+const checks = new Map(Object.entries(RPC_METHODS).map(([name, m]) => [name, argumentsCheck(m.params, 'params')]))
 
 export type RpcResponse = { jsonrpc: '2.0'; id: string | number | null } & ({ result: unknown } | { error: RpcError })
 
@@ -29,7 +24,7 @@ export interface RpcCall {
  */
 export async function dispatch(ops: SessionOperations, payload: unknown, call: RpcCall): Promise<RpcResponse | RpcResponse[] | undefined> {
   if (Array.isArray(payload)) {
-    if (payload.length === 0) return protocolError(null, NOT_A_REQUEST, 'An empty batch is not a request.')
+    if (payload.length === 0) return protocolError(null, JSON_RPC.INVALID_REQUEST, 'An empty batch is not a request.')
     const out = (await Promise.all(payload.map((p) => one(ops, p, call)))).filter((r): r is RpcResponse => r !== undefined)
     return out.length > 0 ? out : undefined
   }
@@ -52,7 +47,7 @@ async function one(ops: SessionOperations, req: unknown, call: RpcCall): Promise
   const idOk = r !== null && typeof r === 'object' && (r.id === undefined || r.id === null || typeof r.id === 'string' || typeof r.id === 'number')
   const id = idOk && r && (typeof r.id === 'string' || typeof r.id === 'number') ? r.id : null
   if (!r || typeof r !== 'object' || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || !idOk) {
-    return protocolError(id, NOT_A_REQUEST, 'Not a JSON-RPC 2.0 request (needs jsonrpc "2.0", a string method and an optional id).')
+    return protocolError(id, JSON_RPC.INVALID_REQUEST, 'Not a JSON-RPC 2.0 request (needs jsonrpc "2.0", a string method and an optional id).')
   }
   const isNotification = r.id === undefined
   const respond = (body: { result: unknown } | { error: RpcError }): RpcResponse | undefined =>
@@ -82,22 +77,13 @@ export async function invoke(ops: SessionOperations, name: string, params: unkno
   if (params === null || typeof params !== 'object' || Array.isArray(params)) {
     throw new BurrowError('INVALID_REQUEST', 'params must be an object of named parameters', { field: 'params' })
   }
-  assertJsonDepth(params, method.params as Record<string, unknown>, 'params')
-  const validate = validators.get(name)!
-  if (!validate(params)) {
-    const v = validate.errors![0]!
-    let field = `params${v.instancePath}`
-    if (v.keyword === 'required') field += `/${String(v.params.missingProperty)}`
-    if (v.keyword === 'additionalProperties') field += `/${String(v.params.additionalProperty)}`
-    const problem = v.keyword === 'additionalProperties' ? 'is not an allowed parameter' : v.keyword === 'required' ? 'is required' : v.message ?? 'is invalid'
-    throw new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
-  }
+  checks.get(name)!(params)
   return method.run(ops, params, ctx)
 }
 
 /** JSON-RPC's answer to a payload that is not JSON (-32700); `data.code` is the table's INVALID_REQUEST. */
 export function parseError(message: string): RpcResponse {
-  return protocolError(null, PARSE_ERROR, message)
+  return protocolError(null, JSON_RPC.PARSE_ERROR, message)
 }
 
 function protocolError(id: string | number | null, code: number, message: string): RpcResponse {

@@ -1,15 +1,16 @@
 import { Type, type TSchema } from 'typebox'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import {
-  CreateSessionSchema, MemoryAddSchema, MemoryPageQuerySchema, MemorySearchQuerySchema, NoteKeySchema, SessionQuerySchema, StartTurnSchema,
+  CreateSessionSchema, MemoryAddSchema, MemoryPageQuerySchema, MemoryRefSchema, MemorySearchQuerySchema, NoParamsSchema, NoteKeySchema,
+  SessionIdSchema, SessionQuerySchema, SessionRefSchema, SessionTurnSchema,
 } from '../../core/wire.js'
 
 const Strict = { additionalProperties: false } as const
-const SessionId = Type.String({ format: 'uuid' })
+const SessionId = SessionIdSchema
 const IdempotencyKey = Type.Optional(Type.String({ minLength: 1, maxLength: 255 }))
-const TurnParams = Type.Object({ session_id: SessionId, ...StartTurnSchema.properties, idempotency_key: IdempotencyKey }, Strict)
-const SessionOnly = Type.Object({ session_id: SessionId }, Strict)
-const MemoryIdOnly = Type.Object({ id: Type.String({ format: 'uuid' }) }, Strict)
+const TurnParams = Type.Object({ ...SessionTurnSchema.properties, idempotency_key: IdempotencyKey }, Strict)
+const SessionOnly = SessionRefSchema
+const MemoryIdOnly = MemoryRefSchema
 const SessionKeyed = Type.Object({ session_id: SessionId, idempotency_key: IdempotencyKey }, Strict)
 
 /** One JSON-RPC method: its params schema and how it calls the service. */
@@ -69,7 +70,7 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
     params: Type.Object({ session_id: SessionId, key: NoteKeySchema }, Strict),
     run: async (ops, p, ctx) => ({ deleted: await ops.deleteNote(p.session_id, p.key, ctx) }),
   },
-  'capabilities/get': { params: Type.Object({}, Strict), run: (ops, _p, ctx) => ops.getCapabilities(ctx) },
+  'capabilities/get': { params: NoParamsSchema, run: (ops, _p, ctx) => ops.getCapabilities(ctx) },
   'events/list_since': {
     params: Type.Object({
       session_id: SessionId,

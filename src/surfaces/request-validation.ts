@@ -1,0 +1,65 @@
+/**
+ * How every surface checks a request against its TypeBox schema, and how a failure is
+ * reported: one Ajv configuration (REST bodies, JSON-RPC params and MCP tool arguments are
+ * JSON and never coerced; query strings, path params and headers are text and may be) and
+ * one mapping of a validation error onto `INVALID_REQUEST` with the failing `field`, so the
+ * same bad input gets the same code, field and message on every surface — only the root of
+ * the field differs (`body/…`, `query/…`, `params/…`, `arguments/…`).
+ */
+import { Ajv, type ErrorObject } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { TSchema } from 'typebox'
+import { BurrowError } from '../core/errors.js'
+import { assertJsonDepth } from './json-depth.js'
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+/**
+ * A validator of requests: unknown properties are an error (never stripped), defaults are
+ * filled in, the first error is reported. `coerceTypes` only for values that are text on the
+ * wire ("5" → 5 in a query string); JSON values are taken as typed.
+ */
+export function requestAjv(opts: { coerceTypes: boolean }): Ajv {
+  return addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: true, removeAdditional: false, coerceTypes: opts.coerceTypes }))
+}
+
+/** The parts of an Ajv error the mapping reads (fastify hands them on as `err.validation`). */
+export type ValidationIssue = Pick<ErrorObject, 'instancePath' | 'keyword' | 'params' | 'message' | 'propertyName'>
+
+/**
+ * `INVALID_REQUEST` for a validation failure of the value at `root`: `field` is the path of
+ * the failing value (`body/compaction/recent_turn_budget`), of the missing property for
+ * `required`, or of the unknown one for `additionalProperties`. A key that fails `propertyNames`
+ * is not echoed (it may be long): the field is its object's.
+ */
+export function invalidField(root: string, issue: ValidationIssue): BurrowError {
+  let field = `${root}${issue.instancePath}`
+  let problem = issue.message ?? 'is invalid'
+  if (issue.keyword === 'required') {
+    field = `${field}/${String(issue.params.missingProperty)}`
+    problem = 'is required'
+  } else if (issue.keyword === 'additionalProperties') {
+    field = `${field}/${String(issue.params.additionalProperty)}`
+    problem = 'is not an allowed property'
+  } else if (issue.keyword === 'enum' || issue.keyword === 'const') {
+    problem = `must be one of ${JSON.stringify(issue.params.allowedValues ?? issue.params.allowedValue)}`
+  }
+  if (issue.propertyName !== undefined) problem = `has a property name that ${problem}`
+  return new BurrowError('INVALID_REQUEST', `${field} ${problem}`, { field })
+}
+
+let jsonAjv: Ajv | undefined
+
+/**
+ * A compiled check of a JSON value that is a whole request's arguments (JSON-RPC params, MCP
+ * tool arguments): its nesting is bounded first (before anything recurses into it), then it
+ * is validated — defaults filled in — against `schema`. Throws `INVALID_REQUEST` naming the
+ * field under `root`. Shares one Ajv instance, which caches what it compiles.
+ */
+export function argumentsCheck(schema: TSchema, root: string): (value: unknown) => void {
+  const validate = (jsonAjv ??= requestAjv({ coerceTypes: false })).compile(schema)
+  return (value) => {
+    assertJsonDepth(value, schema as Record<string, unknown>, root)
+    if (!validate(value)) throw invalidField(root, validate.errors![0]!)
+  }
+}
