@@ -1,29 +1,18 @@
 // The layering of docs/architecture.md, enforced: a rule nobody checks erodes.
 import t from 'tap'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join, relative, dirname, resolve } from 'node:path'
+import { importCycles, importGraph, importsOf, sourceFiles } from './helpers/import-graph.js'
 
 const root = resolve(import.meta.dirname, '..')
 const src = join(root, 'src')
 
-function files(dir: string): string[] {
-  return readdirSync(dir).flatMap((f) => {
-    const p = join(dir, f)
-    return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : []
-  })
-}
+const files = sourceFiles
+const imports = (file: string) => importsOf(readFileSync(file, 'utf8'))
 
-function imports(file: string): string[] {
-  const text = readFileSync(file, 'utf8')
-  const out: string[] = []
-  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]/g)) out.push(m[1]!)
-  for (const m of text.matchAll(/(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)) out.push(m[1]!)
-  for (const m of text.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)) out.push(m[1]!)
-  return out
-}
-
-/** Top-level layer of a file under src/ (surfaces/rest → surfaces). */
-const layer = (file: string) => relative(src, file).split('/')[0]!
+/** Top-level layer of a file under `base` (surfaces/rest → surfaces). */
+const layerOf = (base: string, file: string) => relative(base, file).split('/')[0]!
 
 const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   core: { layers: ['core'], packages: /^typebox$/ },
@@ -37,34 +26,78 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   bin: { layers: ['app', 'bin'], packages: /^node:.*$/ },
 }
 
-t.test('every import respects the layering', async (t) => {
-  const all = files(src)
-  t.ok(all.length > 20, 'found the sources')
-  const violations: string[] = []
-  for (const file of all) {
-    const from = layer(file)
+/** Imports that break the layering (a layer reaching up or sideways, a package a layer may not use), under `base`. */
+function layerViolations(base: string): string[] {
+  const out: string[] = []
+  for (const file of files(base)) {
+    const from = layerOf(base, file)
     const rule = allowed[from]
-    if (!rule) { violations.push(`${relative(root, file)}: unknown layer '${from}'`); continue }
+    const name = relative(base, file)
+    if (!rule) { out.push(`${name}: unknown layer '${from}'`); continue }
     for (const spec of imports(file)) {
       if (spec.startsWith('.')) {
         const target = resolve(dirname(file), spec)
-        if (!target.startsWith(src)) { violations.push(`${relative(root, file)} imports outside src: ${spec}`); continue }
-        const to = layer(target)
-        if (!rule.layers.includes(to)) violations.push(`${relative(root, file)} (${from}) must not import ${to}: ${spec}`)
+        if (!target.startsWith(base + '/')) { out.push(`${name} imports outside src: ${spec}`); continue }
+        const to = layerOf(base, target)
+        if (!rule.layers.includes(to)) out.push(`${name} (${from}) must not import ${to}: ${spec}`)
       } else if (!rule.packages.test(spec)) {
-        violations.push(`${relative(root, file)} (${from}) must not import package ${spec}`)
+        out.push(`${name} (${from}) must not import package ${spec}`)
       }
     }
   }
-  t.same(violations, [])
+  return out
+}
+
+/**
+ * Surfaces stay apart: a file of one surface (surfaces/<name>/…) imports its own files, the
+ * shared HTTP plumbing (surfaces/http/), the surface-neutral files at surfaces/ top level, and
+ * another surface only through its public face (surfaces/<other>/index.ts).
+ */
+function surfaceViolations(base: string): string[] {
+  const surfaces = join(base, 'surfaces')
+  const out: string[] = []
+  for (const [file, targets] of importGraph(base)) {
+    const from = relative(surfaces, file).split('/')
+    if (from[0] === '..' || from.length < 2 || from[0] === 'http') continue
+    for (const target of targets) {
+      const to = relative(surfaces, target).split('/')
+      if (to[0] === '..' || to.length < 2 || to[0] === from[0] || to[0] === 'http') continue
+      if (to.length === 2 && to[1] === 'index.ts') continue
+      out.push(`${relative(base, file)} reaches into surfaces/${to[0]}: ${relative(base, target)}`)
+    }
+  }
+  return out.sort()
+}
+
+t.test('every import respects the layering', async (t) => {
+  t.ok(files(src).length > 20, 'found the sources')
+  t.same(layerViolations(src), [])
 })
 
-t.test('the checker catches a violation', async (t) => {
-  // Guard against a checker that silently passes everything: a surface importing the session layer.
-  const rule = allowed.surfaces!
-  t.notOk(rule.layers.includes('session'))
-  t.notOk(allowed.core!.packages.test('fastify'))
-  t.same(imports(join(src, 'app', 'burrow.ts')).filter((s) => s.startsWith('.')).length > 0, true)
+t.test('no import cycles, type-only imports included', async (t) => {
+  t.same(importCycles(importGraph(src), src), [], 'a cycle: move what both sides need into a file of its own')
+})
+
+t.test('surfaces reach each other only through surfaces/http/ and their index.ts', async (t) => {
+  t.same(surfaceViolations(src), [])
+})
+
+t.test('the checkers catch a synthetic violation of each rule', async (t) => {
+  const base = mkdtempSync(join(tmpdir(), 'burrow-arch-'))
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const put = (file: string, text: string) => { mkdirSync(dirname(join(base, file)), { recursive: true }); writeFileSync(join(base, file), text) }
+  put('core/a.ts', "import { b } from '../session/b.js'\nexport const a = b\n")
+  put('session/b.ts', "import type { C } from './c.js'\nexport const b = 1\nexport type B = C\n")
+  put('session/c.ts', "import type { B } from './b.js'\nexport type C = B | number\n")
+  put('surfaces/rest/r.ts', 'export const r = 1\n')
+  put('surfaces/rest/index.ts', "export { r } from './r.js'\n")
+  put('surfaces/rpc/x.ts', "import { r } from '../rest/r.js'\nexport const x = r\n")
+  put('surfaces/cli/y.ts', "import { r } from '../rest/index.js'\nimport { h } from '../http/h.js'\nexport const y = r + h\n")
+  put('surfaces/http/h.ts', "export const h = 1\n")
+  put('surfaces/fastify-user.ts', "import lmdb from 'lmdb'\nexport default lmdb\n")
+  t.same(layerViolations(base), ['core/a.ts (core) must not import session: ../session/b.js', 'surfaces/fastify-user.ts (surfaces) must not import package lmdb'])
+  t.same(importCycles(importGraph(base), base), [['session/b.ts', 'session/c.ts']], 'a cycle of type-only imports')
+  t.same(surfaceViolations(base), ['surfaces/rpc/x.ts reaches into surfaces/rest: surfaces/rest/r.ts'], 'index.ts and http/ are allowed')
 })
 
 t.test('source files stay small', async (t) => {

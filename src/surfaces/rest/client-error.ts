@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { BurrowError } from '../../core/errors.js'
-import { problemOf } from './problem.js'
+import { problemOf } from '../http/problem.js'
 
 /** How long a refused connection may stay half-open for the client to read the answer. */
 const LINGER_MS = 2_000

@@ -3,11 +3,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { BurrowError, invalidRequest } from '../../core/errors.js'
 import type { EventSubscription, SessionService } from '../../core/session-service.js'
-import { callContext } from './call-context.js'
+import { callContext } from '../http/call-context.js'
 import { errors, json, SessionParams, SseHeaders, SseQuery, SseResponse } from './route-schemas.js'
 import { EventPageQuerySchema, EventPageSchema } from '../../core/wire.js'
 import { frameText } from './sse-frames.js'
-import { problemOf } from './problem.js'
+import { problemOf } from '../http/problem.js'
 import type { RestMetrics } from './rest-metrics.js'
 
 /** How long a dropped (slow) reader gets to take its final frame before its socket is destroyed. */

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { fromFastifyError, problemOf } from './problem.js'
+import { fromFastifyError, problemOf } from '../http/problem.js'
 
 /**
  * fastify's `frameworkErrors` option: what the router refuses before a route is found (a path

@@ -7,7 +7,7 @@ import {
   METADATA_FILTER_KEY, METADATA_FILTER_VALUE_MAX, MemoryAddedSchema, MemoryAddSchema, MemoryItemPageSchema, MemoryItemSchema,
   memoryPageParams, memorySearchParams, MemorySearchResultSchema,
 } from '../../core/wire.js'
-import { callContext } from './call-context.js'
+import { callContext } from '../http/call-context.js'
 import { errors, json, PostHeaders } from './route-schemas.js'
 
 const FILTER_NOTE = ' Filter by metadata with query parameters `metadata.KEY=VALUE` (every pair must match; keys `^[A-Za-z0-9_.:-]{1,64}$`, values up to 256 characters).'

@@ -4,7 +4,7 @@ import { Type } from 'typebox'
 import { BurrowError } from '../../core/errors.js'
 import type { SessionService } from '../../core/session-service.js'
 import { NoteKeySchema, NotePutSchema, NoteSchema, NotesSchema } from '../../core/wire.js'
-import { callContext } from './call-context.js'
+import { callContext } from '../http/call-context.js'
 import { errors, json, PostHeaders } from './route-schemas.js'
 
 const NoteParams = Type.Object({ id: Type.String({ format: 'uuid' }), key: NoteKeySchema })

@@ -7,7 +7,7 @@ import {
   ArchiveResultSchema, CompactionResultSchema, CreateSessionSchema, InterruptResultSchema, SessionCreatedSchema,
   SessionPageSchema, SessionQuerySchema, SessionViewSchema, StartTurnSchema, StreamFrameSchema, TurnResultSchema,
 } from '../../core/wire.js'
-import { callContext } from './call-context.js'
+import { callContext } from '../http/call-context.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
 import { eventText } from './sse-frames.js'
 import type { RestMetrics } from './rest-metrics.js'
