@@ -93,22 +93,23 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
     repository = new NullSessionRepository(IDEMPOTENCY_TTL_MS)
     cleanup.push(memoryClose)
   } else {
-    lmdb = await openSessionStore(config, deps.logger)
-    repository = lmdb
-    cleanup.push(() => lmdb!.close())
-    await checkStoreNotEmpty(config, storeFiles!, lmdb.sessions.allIds())
-    const p = new Projector(lmdb, config.dataDir, deps.logger)
-    projector = p
+    const store = await openSessionStore(config, deps.logger)
+    cleanup.push(() => store.close())
+    await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
+    const p = new Projector(store, config.dataDir, deps.logger)
     cleanup.push(() => p.close())
     cleanup.push(memoryClose)
+    repository = lmdb = store
+    projector = p
   }
 
   const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit })
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
   const builtinTools = memory ? [memorySearchTool(memory), ...noteTools()] : []
+  const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
   const service = new LocalSessionService({
     repository,
-    sessions: new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger }),
+    sessions,
     hub,
     runner: new TurnRunner({
       providers: registry, builtinTools, beforeLlmCall: compaction?.beforeLlmCall, ...(memory ? { memoryGuide: MEMORY_GUIDE } : {}),
@@ -127,9 +128,10 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const parts = { ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
   if (!lmdb || !projector) return { service, ...parts }
 
-  await service.recover()
+  await sessions.recover()
   await projector.start()
   const store = lmdb
+  // Expired idempotency records go hourly (LMDB keeps them on disk; the null repository's expire in memory).
   const sweep = setInterval(() => {
     store.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
   }, 3_600_000)

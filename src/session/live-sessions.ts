@@ -5,6 +5,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { StreamControl } from '../core/session-service.js'
 import type { SessionRepository } from '../core/stores.js'
+import { closeOpenTurn } from './close-turn.js'
 import type { EventHub } from './event-hub.js'
 import { LiveSession, type CommitFn, type RunningWork } from './live-session.js'
 import type { CommittedBatch, SessionListener } from './session-listener.js'
@@ -22,8 +23,8 @@ export interface LiveSessionsOptions {
 
 /**
  * The sessions loaded in this process: found (or loaded from the repository) by tenant and
- * id, adopted when created or recovered, evicted when idle and too many, and settled — waited
- * on until what they committed is durable. Every live session commits through one path: the
+ * id, adopted when created or recovered after a crash, evicted when idle and too many, and
+ * settled — waited on until what they committed is durable. Every live session commits through one path: the
  * repository, then the listeners.
  */
 export class LiveSessions {
@@ -88,6 +89,25 @@ export class LiveSessions {
       else this.opts.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
       throw e
     }
+  }
+
+  /**
+   * Closes every turn a previous process left running: synthetic results for its open tool
+   * calls, then `turn_failed` with `reason: process_restarted`. Run once, at start-up; returns how many.
+   */
+  async recover(): Promise<number> {
+    let n = 0
+    for (const id of await this.repo.sessions.runningTurns()) {
+      const record = await this.repo.sessions.get(id)
+      if (!record?.open_turn) continue
+      const turn = record.open_turn.turn
+      const s = this.adopt(record)
+      await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
+      await this.settle(s)
+      this.opts.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
+      n++
+    }
+    return n
   }
 
   /** What runs on the live sessions now (turns and manual compactions). */

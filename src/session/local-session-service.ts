@@ -106,25 +106,6 @@ export class LocalSessionService implements SessionService {
     return this.repo.writable() && (this.parts.memory?.store.healthy() ?? true) ? 'ready' : 'store_unavailable'
   }
 
-  /**
-   * Closes every turn a previous process left running: synthetic results for its open
-   * tool calls, then `turn_failed` with `reason: process_restarted`. Returns how many.
-   */
-  async recover(): Promise<number> {
-    let n = 0
-    for (const id of await this.repo.sessions.runningTurns()) {
-      const record = await this.repo.sessions.get(id)
-      if (!record?.open_turn) continue
-      const turn = record.open_turn.turn
-      const s = this.sessions.adopt(record)
-      await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
-      await this.sessions.settle(s)
-      this.parts.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
-      n++
-    }
-    return n
-  }
-
   async shutdown(graceMs: number): Promise<void> {
     this.shuttingDown = true
     this.hub.closeAll('shutdown')

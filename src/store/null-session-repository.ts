@@ -42,10 +42,10 @@ export class NullSessionRepository implements SessionRepository {
     reset: async () => refuse(),
   }
 
-  commit(): void {}
+  commit(_events: readonly EventEnvelope[], _snapshot: SessionRecord): void {}
   requirePersistence(): never { return refuse() }
   /** Process memory never refuses a write. */
   writable(): boolean { return true }
-  async deleteSession(): Promise<void> { refuse() }
+  async deleteSession(_sessionId: string, _tenant: string): Promise<void> { refuse() }
   async close(): Promise<void> {}
 }
