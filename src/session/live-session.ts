@@ -36,8 +36,8 @@ export class LiveSession {
   running: RunningWork | null = null
   lastActive = Date.now()
   /**
-   * Set when a commit failed: the in-memory record may be ahead of the log. The service then
-   * drops this object and loads the session again from the store (what is stored is the truth).
+   * Set when a commit failed: the in-memory record may be ahead of the log. The live-session table
+   * then drops this object and loads the session again from the store (what is stored is the truth).
    */
   broken = false
   /** Why: the failed commit's error (`STORE_UNAVAILABLE` when the store could not write; INTERNAL for a conflict with the log). */
