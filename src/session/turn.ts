@@ -11,6 +11,8 @@ export type TurnStart =
   | { kind: 'continue'; maxTokens?: number | undefined }
   | { kind: 'tool_results'; results: ToolResultInput[]; maxTokens?: number | undefined }
 
+const NOT_STARTED: Promise<unknown> = Promise.resolve()
+
 /**
  * One run of a turn on a session — or of a manual compaction, which records its events under
  * the session's current turn: the session, the turn's number, where this run's events begin,
@@ -23,7 +25,7 @@ export class Turn implements RunningWork {
   /** The seq of the turn's first event: earlier than `firstSeq` when this run continues a paused turn. */
   readonly startSeq: number
   /** Settles when the run has ended; set by whoever runs it. */
-  done: Promise<unknown> = Promise.resolve()
+  done: Promise<unknown> = NOT_STARTED
 
   constructor(
     readonly session: LiveSession,
