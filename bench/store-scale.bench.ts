@@ -383,7 +383,7 @@ export async function run(): Promise<BenchResult> {
           `${(r.bytes / 2 ** 20).toFixed(1)} MiB of SSE, ${r.closedReason ? `ended by \`stream_closed\` (${r.closedReason})` : 'complete'}`).join('; ') + '.',
       ...(dflt.r.received < built.lastSeq
         ? [`(b) **Finding (not the store):** with the service defaults the replay delivered ${dflt.r.received} of ${built.lastSeq} events` +
-          `${dflt.r.closedReason ? ` and ended with \`stream_closed\` (\`${dflt.r.closedReason}\`)` : ''}. \`BaseSessionService.subscribe\` reads the whole ` +
+          `${dflt.r.closedReason ? ` and ended with \`stream_closed\` (\`${dflt.r.closedReason}\`)` : ''}. \`LocalSessionService.subscribe\` reads the whole ` +
           'range with `storedEvents()` and `Subscription.release()` pushes it into the subscriber\'s bounded live queue ' +
           '(`BURROW_SSE_QUEUE_LIMIT`, 1,024) before the SSE writer is attached; the 1,025th push closes the subscriber as a slow consumer and ' +
           '`closeWith()` empties the queue, so no event at all is delivered. Reconnecting with the same Last-Event-ID repeats it: a client ' +

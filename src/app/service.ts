@@ -3,19 +3,23 @@ import type { Logger } from '../core/logger.js'
 import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import type { SessionService } from '../core/session-service.js'
 import type { Telemetry } from '../core/telemetry.js'
+import type { SessionRepository } from '../core/stores.js'
 import { Authenticator } from '../session/authenticator.js'
-import type { BaseSessionService, SessionServiceDeps } from '../session/base-session-service.js'
 import { CompactionController } from '../session/compaction-controller.js'
 import { DefaultCompactor } from '../session/default-compactor.js'
-import { EphemeralSessionService } from '../session/ephemeral-session-service.js'
+import { EventHub } from '../session/event-hub.js'
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
+import { LiveSessions } from '../session/live-sessions.js'
+import { LocalSessionService } from '../session/local-session-service.js'
 import { MemoryIndexer } from '../session/memory-indexer.js'
 import { MEMORY_GUIDE, memorySearchTool, noteTools } from '../session/memory-tools.js'
-import { PersistentSessionService } from '../session/persistent-session-service.js'
 import { Projector } from '../session/projector.js'
+import type { SessionListener } from '../session/session-listener.js'
 import { applyEvent } from '../session/session-reducer.js'
+import { TurnRunner } from '../session/turn-runner.js'
 import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
-import { MemoryIdempotencyStore } from '../store/memory-idempotency-store.js'
+import type { LmdbSessionRepository } from '../store/lmdb-session-repository.js'
+import { NullSessionRepository } from '../store/null-session-repository.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
 import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
@@ -76,78 +80,86 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
       throw new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)
     }
   }
-  let service: BaseSessionService | undefined
-  const indexer = memory
-    ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger, (tenant, id, n) => service!.recordIndexed(tenant, id, n))
-    : undefined
-  const compaction = config.compaction
-    ? new CompactionController(new DefaultCompactor(registry), deps.logger, indexer ? (d) => {
-      if (d.session.record.config.memory) indexer.enqueue({ tenant: d.session.tenant, sessionId: d.session.id, messages: d.messages, seqs: d.seqs, turns: d.turns })
-    } : undefined)
-    : undefined
+  const indexer = memory ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger) : undefined
+  const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined
+  // Shutdown order: indexing finishes (it records events), then the projection, then the stores close.
+  const memoryClose = async () => { await indexer?.idle(); await memory?.close() }
 
-  const common: Omit<SessionServiceDeps, 'idempotency'> = {
-    providers: registry,
+  // Where sessions are kept: the LMDB repository with its projection, or the null repository (ephemeral mode).
+  let repository: SessionRepository
+  let lmdb: LmdbSessionRepository | undefined
+  let projector: Projector | undefined
+  if (config.sessionStore === 'off') {
+    repository = new NullSessionRepository(IDEMPOTENCY_TTL_MS)
+    cleanup.push(memoryClose)
+  } else {
+    const store = await openSessionStore(config, deps.logger)
+    cleanup.push(() => store.close())
+    await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
+    const p = new Projector(store, config.dataDir, deps.logger)
+    cleanup.push(() => p.close())
+    cleanup.push(memoryClose)
+    repository = lmdb = store
+    projector = p
+  }
+
+  const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit })
+  const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
+  const builtinTools = memory ? [memorySearchTool(memory), ...noteTools()] : []
+  const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
+  const service = new LocalSessionService({
+    repository,
+    sessions,
+    hub,
+    runner: new TurnRunner({
+      providers: registry, builtinTools, beforeLlmCall: compaction?.beforeLlmCall, ...(memory ? { memoryGuide: MEMORY_GUIDE } : {}),
+      maxSteps: config.maxTurnSteps, defaultMaxTokens: config.defaultMaxTokens, telemetry: deps.telemetry, logger: deps.logger,
+    }),
+    compaction,
+    memory: memory ? { store: memory, indexer } : undefined,
     auth: new Authenticator(config.apiKeys),
+    providers: registry,
     telemetry: deps.telemetry,
     logger: deps.logger,
     version: deps.version,
     capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: memory !== undefined, session_compaction: config.compaction },
-    limits: {
-      maxSteps: config.maxTurnSteps, defaultMaxTokens: config.defaultMaxTokens, eventBuffer: config.eventBuffer,
-      subscriberQueue: config.sseQueueLimit, maxLiveSessions: config.maxLiveSessions,
-    },
     compactionDefaults: config.compactionDefaults,
-    ...(compaction ? { compaction } : {}),
-    ...(memory ? { memory, memoryGuide: MEMORY_GUIDE, builtinTools: [memorySearchTool(memory), ...noteTools()] } : {}),
-  }
-  // Shutdown order: indexing finishes (it records events), then the projection, then the stores close.
-  const memoryClose = async () => { await indexer?.idle(); await memory?.close() }
+  })
+  const parts = { ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
+  if (!lmdb || !projector) return { service, ...parts }
 
-  if (config.sessionStore === 'off') {
-    service = new EphemeralSessionService({ ...common, idempotency: new MemoryIdempotencyStore(IDEMPOTENCY_TTL_MS) })
-    cleanup.push(memoryClose)
-    return { service, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
-  }
+  await sessions.recover()
+  await projector.start()
+  const store = lmdb
+  // Expired idempotency records go hourly (LMDB keeps them on disk; the null repository's expire in memory).
+  const sweep = setInterval(() => {
+    store.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
+  }, 3_600_000)
+  sweep.unref()
+  cleanup.push(async () => clearInterval(sweep))
+  // Housekeeping: a store that cannot write yet must not keep the service from serving reads.
+  await store.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
+  return { service, projector, ...parts }
+}
 
+/** Opens the LMDB session store (upgrading an older schema by replaying its logs), failing start-up clearly. */
+async function openSessionStore(config: Config, logger: Logger): Promise<LmdbSessionRepository> {
   const { LmdbSessionRepository } = await optional(() => import('../store/lmdb-session-repository.js'), 'lmdb', 'BURROW_SESSION_STORE=lmdb')
-  let repository: import('../store/lmdb-session-repository.js').LmdbSessionRepository
+  let repository: LmdbSessionRepository
   try {
     repository = await LmdbSessionRepository.open(config.dataDir, {
       durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent,
       onHealth: (writable, err) => {
-        if (writable) deps.logger.info({ data_dir: config.dataDir }, 'the session store takes writes again: ready')
-        else deps.logger.error({ err, data_dir: config.dataDir }, 'the session store cannot write (disk full or I/O error): turns fail with STORE_UNAVAILABLE, reads go on, /readyz answers 503 until a probe write succeeds')
+        if (writable) logger.info({ data_dir: config.dataDir }, 'the session store takes writes again: ready')
+        else logger.error({ err, data_dir: config.dataDir }, 'the session store cannot write (disk full or I/O error): turns fail with STORE_UNAVAILABLE, reads go on, /readyz answers 503 until a probe write succeeds')
       },
     })
   } catch (err) {
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
   const migrated = repository.migrated
-  if (migrated) deps.logger.warn({ ...migrated, data_dir: config.dataDir }, `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`)
-  cleanup.push(() => repository.close())
-  await checkStoreNotEmpty(config, storeFiles!, repository.sessions.allIds())
-  const projector = new Projector(repository, config.dataDir, deps.logger)
-  cleanup.push(() => projector.close())
-  cleanup.push(memoryClose)
-  const persistent = new PersistentSessionService({
-    ...common,
-    repository,
-    onCommit: (id, events) => projector.notify(id, events),
-    onDelete: (id) => projector.remove(id),
-  })
-  service = persistent
-  projector.peek = (id) => persistent.liveRecord(id)
-  await persistent.recover()
-  await projector.start()
-  const sweep = setInterval(() => {
-    repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
-  }, 3_600_000)
-  sweep.unref()
-  cleanup.push(async () => clearInterval(sweep))
-  // Housekeeping: a store that cannot write yet must not keep the service from serving reads.
-  await repository.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
-  return { service, projector, ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
+  if (migrated) logger.warn({ ...migrated, data_dir: config.dataDir }, `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`)
+  return repository
 }
 
 /**

@@ -54,7 +54,12 @@ export interface IdempotencyStore {
   deletePrefix(prefix: string): Promise<void>
 }
 
-/** What a durable backend offers the service. */
+/**
+ * Where a service keeps its sessions: the port every storage backend implements (LMDB, the
+ * in-memory reference, PostgreSQL later) and the null repository of ephemeral mode, which keeps
+ * nothing and refuses what needs stored sessions. Every operation may be asynchronous, so a
+ * backend across the network fits behind it.
+ */
 export interface SessionRepository {
   readonly events: EventStore
   readonly sessions: SessionStore
@@ -66,9 +71,16 @@ export interface SessionRepository {
    * (of this and other sessions): `snapshot` can be a live record, read when the commit is
    * written, once every event applied to it has been committed too. Resolves once the events
    * are as durable as the store promises (with fsync durability: on disk); rejects, writing
-   * nothing of them, on a seq gap or a failed write.
+   * nothing of them, on a seq gap or a failed write. Returns nothing when there is nothing to
+   * wait for (the null repository): the events are then published at once.
    */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void>
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> | void
+  /**
+   * Returns when sessions outlive the process here; the null repository throws
+   * `SESSION_PERSISTENCE_DISABLED`. Operations that need stored sessions (read, list, archive,
+   * delete, resume) ask first, so they refuse the same way on every surface.
+   */
+  requirePersistence(): void
   /**
    * False while the store cannot make writes durable (a write failed and nothing has succeeded
    * since); it turns true again by itself once writes work (LMDB probes while unhealthy).

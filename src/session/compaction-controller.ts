@@ -1,15 +1,10 @@
 import type { Compactor } from '../core/compactor.js'
 import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
-import type { Message } from '../core/messages.js'
 import type { EffectiveCompaction, SessionRecord } from '../core/session-record.js'
 import type { CompactionOutcome } from '../core/wire.js'
-import type { Cancellation } from './cancellation.js'
 import { CompactionError } from './default-compactor.js'
-import type { LiveSession } from './live-session.js'
-
-/** What compaction discarded, for whoever indexes it (semantic memory). */
-export interface Discarded { session: LiveSession; turn: number; messages: Message[]; seqs: number[]; turns: number[] }
+import type { Turn } from './turn.js'
 
 /** The history estimate (docs/guarantees.md, Compaction): `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
 export function estimatedHistoryTokens(r: SessionRecord): number {
@@ -20,13 +15,14 @@ export function estimatedHistoryTokens(r: SessionRecord): number {
  * Decides when a session compacts and records it. Checked before every LLM call of the
  * loop except a session's first; fires on reported input tokens, the history estimate or
  * the message count; the loop guard counts LLM-call boundaries since the last attempt.
- * A failed compaction is recorded (`compaction_failed`) and the turn goes on.
+ * A failed compaction is recorded (`compaction_failed`) and the turn goes on. What it
+ * discards reaches semantic memory through the commit of `compaction_completed` (the
+ * session's commit listeners are told; see session-listener.ts).
  */
 export class CompactionController {
   constructor(
     private readonly compactor: Compactor,
     private readonly logger: Logger,
-    private readonly onDiscarded?: (d: Discarded) => void,
   ) {}
 
   shouldCompact(r: SessionRecord, cfg: EffectiveCompaction): boolean {
@@ -38,25 +34,26 @@ export class CompactionController {
   }
 
   /** The agent loop's pre-LLM-call hook. Throws only when the turn is interrupted. */
-  readonly beforeLlmCall = async (session: LiveSession, turn: number, cancel: Cancellation): Promise<void> => {
-    const cfg = session.record.config.compaction
-    if (!cfg || !this.shouldCompact(session.record, cfg)) return
-    await this.run(session, turn, cfg, cancel, false)
+  readonly beforeLlmCall = async (turn: Turn): Promise<void> => {
+    const cfg = turn.record.config.compaction
+    if (!cfg || !this.shouldCompact(turn.record, cfg)) return
+    await this.run(turn, cfg, false)
   }
 
   /**
-   * Compacts now. Automatic runs swallow failures (recorded as events); a manual run
-   * throws the failure's error so the caller sees it.
+   * Compacts now, recording its events under `turn` and cancelled by its signal. Automatic
+   * runs swallow failures (recorded as events); a manual run throws the failure's error so
+   * the caller sees it.
    */
-  async run(session: LiveSession, turn: number, cfg: EffectiveCompaction, cancel: Cancellation, manual: boolean): Promise<CompactionOutcome> {
+  async run(turn: Turn, cfg: EffectiveCompaction, manual: boolean): Promise<CompactionOutcome> {
+    const { session, signal: cancel } = turn
     const r = session.record
     const before = r.messages.length
     const outcome = (compacted: boolean, after: number, summaryTokens: number, reason?: string): CompactionOutcome =>
       ({ session_id: session.id, compacted, messages_before: before, messages_after: after, summary_tokens: summaryTokens, ...(reason ? { reason } : {}) })
-    session.emit(turn, [{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
+    turn.emit([{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
     const original = r.messages
     const originalSeqs = r.message_seqs
-    const originalTurns = r.message_turns
     try {
       const result = await this.compactor.compact({
         model: r.config.model, systemPrompt: r.config.system_prompt, messages: original, config: cfg,
@@ -65,18 +62,17 @@ export class CompactionController {
       if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
       const seqs = originalSeqs.slice(0, result.keepFrom)
       const range: [number, number] | null = seqs.length > 0 ? [Math.min(...seqs), Math.max(...seqs)] : null
-      session.emit(turn, [{
+      turn.emit([{
         type: 'compaction_completed',
         data: {
           summary_tokens: result.summaryTokens, messages_before: before, messages_after: result.messages.length,
           summary: result.summary, discarded_seq_range: range, usage: result.usage,
         },
       }])
-      this.onDiscarded?.({ session, turn, messages: result.discarded, seqs, turns: originalTurns.slice(0, result.keepFrom) })
       return outcome(true, result.messages.length, result.summaryTokens)
     } catch (err) {
       if (cancel.aborted) {
-        session.emit(turn, [{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
+        turn.emit([{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
         throw cancel.reason
       }
       // A provider failure carries its table code; "nothing to compact" and rejected rebuilds carry none.
@@ -85,7 +81,7 @@ export class CompactionController {
       const usage = e instanceof BurrowError ? (e.data?.usage as { input_tokens: number; output_tokens: number } | undefined) : undefined
       if (code === 'INTERNAL') this.logger.error({ err, session_id: session.id }, 'compaction failed')
       else this.logger.warn({ session_id: session.id, code, error: e.message }, 'compaction failed; the history is unchanged')
-      session.emit(turn, [{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
+      turn.emit([{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
       if (manual) {
         if (err instanceof CompactionError) return outcome(false, before, 0, err.message)
         throw e

@@ -38,13 +38,23 @@ export class Idempotency {
     /** Told when an outcome could not be remembered (the store refuses writes). */
     private readonly onUnremembered: (err: unknown, key: string) => void = () => {}) {}
 
-  async run<T>(c: IdempotentCall<T>): Promise<T> {
+  run<T>(c: IdempotentCall<T>): Promise<T> {
     const fp = fingerprint(c.op, c.body)
     const running = this.inflight.get(c.key)
     if (running) {
-      if (running.fp !== fp) throw conflict()
-      await running.done.catch(() => undefined)
+      if (running.fp !== fp) return Promise.reject(conflict())
+      // After the first call: its remembered outcome, or a run of its own if nothing was remembered.
+      return running.done.then(() => this.run(c), () => this.run(c))
     }
+    // Registered before the store is asked, so a second call meanwhile waits instead of running too.
+    const done = this.lookUpOrExecute(c, fp)
+    this.inflight.set(c.key, { fp, done })
+    const clear = () => { if (this.inflight.get(c.key)?.done === done) this.inflight.delete(c.key) }
+    done.then(clear, clear)
+    return done
+  }
+
+  private async lookUpOrExecute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
     const rec = await this.store.get(c.key)
     if (rec && Date.now() - rec.created_at < this.ttlMs) {
       if (rec.fingerprint !== fp) throw conflict()
@@ -52,13 +62,7 @@ export class Idempotency {
       if (rec.outcome.ok) return rec.outcome.value as T
       throw new BurrowError(rec.outcome.code as BurrowError['code'], rec.outcome.message, { ...rec.outcome.data, replayed: true })
     }
-    const done = this.execute(c, fp)
-    this.inflight.set(c.key, { fp, done })
-    try {
-      return await done
-    } finally {
-      this.inflight.delete(c.key)
-    }
+    return this.execute(c, fp)
   }
 
   private async execute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {

@@ -3,28 +3,41 @@ import type { EventData, EventEnvelope, EventType } from '../core/events.js'
 import { isStoredEventType } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { Cancellation } from './cancellation.js'
-import { applyEvent } from './session-reducer.js'
+import { applyEvent, discardedBy, type Discarded } from './session-reducer.js'
 
 export interface PendingEvent<T extends EventType = EventType> { type: T; data: EventData[T] }
 
-/** Persists a batch of events with the record they produced; resolves once they are durable (returns nothing when there is nothing to wait for). */
-export type CommitFn = (events: readonly EventEnvelope[], record: SessionRecord) => Promise<void> | void
-
-/** The running turn of a session (at most one). */
-export interface RunningTurn { turn: number; controller: Cancellation; done: Promise<unknown> }
+/** Receives events as they are published (a caller's own stream). */
+export type EventSink = (e: EventEnvelope) => void
 
 /**
- * A session loaded in this process: its record (derived state), the running turn,
+ * Persists a batch of events a session emitted (its record has applied them), with what a
+ * compaction among them took out of the history; resolves once they are durable (returns
+ * nothing when there is nothing to wait for).
+ */
+export type CommitFn = (events: readonly EventEnvelope[], session: LiveSession, discarded?: Discarded) => Promise<void> | void
+
+/** What runs on a session — a turn, or a manual compaction (the `Turn` of turn.ts): at most one at a time. */
+export interface RunningWork {
+  /** The turn its events belong to. */
+  readonly number: number
+  readonly signal: Cancellation
+  /** The caller's own stream: while this runs, every event the session publishes goes there too. */
+  readonly sink: EventSink | null
+  /** Settles when the work has ended. */
+  readonly done: Promise<unknown>
+}
+
+/**
+ * A session loaded in this process: its record (derived state), what runs on it,
  * and the single ordered path through which its events are committed and published.
  */
 export class LiveSession {
-  running: RunningTurn | null = null
-  /** Receives this session's events for the current call (the caller's own stream). */
-  callSink: ((e: EventEnvelope) => void) | null = null
+  running: RunningWork | null = null
   lastActive = Date.now()
   /**
-   * Set when a commit failed: the in-memory record may be ahead of the log. The service then
-   * drops this object and loads the session again from the store (what is stored is the truth).
+   * Set when a commit failed: the in-memory record may be ahead of the log. The live-session table
+   * then drops this object and loads the session again from the store (what is stored is the truth).
    */
   broken = false
   /** Why: the failed commit's error (`STORE_UNAVAILABLE` when the store could not write; INTERNAL for a conflict with the log). */
@@ -59,15 +72,18 @@ export class LiveSession {
     if (this.broken) throw this.failed()
     const at = this.now().toISOString()
     const out: EventEnvelope[] = []
+    let discarded: Discarded | undefined
     for (const p of events) {
       if (!isStoredEventType(p.type)) throw new Error('text_delta goes through delta()')
       const e = { seq: this.record.last_seq + 1, session_id: this.id, turn, type: p.type, at, data: p.data } as EventEnvelope
+      // Taken before the event is applied: the record is changed in place.
+      if (e.type === 'compaction_completed') discarded = discardedBy(this.record, e as EventEnvelope<'compaction_completed'>)
       this.record = applyEvent(this.record, e)
       out.push(e)
     }
     let pending: Promise<void> | void
     try {
-      pending = this.commit(out, this.record)
+      pending = this.commit(out, this, discarded)
     } catch (err) {
       this.break(err)
       throw this.failed()
@@ -84,9 +100,9 @@ export class LiveSession {
     return out
   }
 
-  /** Whether anyone watches this session's events live: the current call's own stream, or a subscriber. */
+  /** Whether anyone watches this session's events live: the running work's caller, or a subscriber. */
   watched(): boolean {
-    return this.callSink !== null || this.listened()
+    return (this.running !== null && this.running.sink !== null) || this.listened()
   }
 
   /** A text delta: never stored, published at once with the seq of the last stored event. */
@@ -122,7 +138,7 @@ export class LiveSession {
 
   private deliver(e: EventEnvelope): void {
     this.publish(e)
-    const sink = this.callSink
+    const sink = this.running?.sink
     if (sink) {
       try { sink(e) } catch { /* a caller's sink must not break the turn */ }
     }

@@ -3,6 +3,7 @@ import type { Logger } from '../core/logger.js'
 import type { MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
 import type { Message } from '../core/messages.js'
 import { isSummaryMessage } from './history-rebuild.js'
+import type { CommittedBatch, SessionListener } from './session-listener.js'
 
 /** Text from a message that is worth remembering (tool results of the memory tools themselves are not). */
 export interface DiscardedBatch {
@@ -22,8 +23,13 @@ export interface MemoryIndexerOptions {
   maxParked?: number
 }
 
+/** Told of each batch written into memory, with how many entries it added (the service records `memory_indexed`). */
+export type IndexedListener = (tenant: string, sessionId: string, entries: number) => Promise<void>
+
 /**
- * Indexes what compaction discards, off the turn's path: one queue, worked in order.
+ * Indexes what compaction discards, off the turn's path: one queue, worked in order. It is
+ * a commit listener: a committed `compaction_completed` of a session with memory on brings
+ * the messages it discarded.
  * User, assistant and tool-result text become passages with their session, turn and seq;
  * summaries and the memory tools' own output (injected context) do not. A turn never
  * waits for this, and nothing here fails a turn: errors are logged. `idle()` lets a
@@ -38,8 +44,9 @@ export interface MemoryIndexerOptions {
  * unindexed (the log has it verbatim). A batch whose session was deleted meanwhile is
  * refused by the store and dropped. Any other failure is logged and the batch dropped.
  */
-export class MemoryIndexer {
+export class MemoryIndexer implements SessionListener {
   private readonly queue: DiscardedBatch[] = []
+  private readonly listeners: IndexedListener[] = []
   private readonly parked: DiscardedBatch[] = []
   private working: Promise<void> | null = null
   private retryTimer: NodeJS.Timeout | null = null
@@ -50,12 +57,20 @@ export class MemoryIndexer {
     private readonly store: MemoryStore,
     private readonly split: (text: string) => string[],
     private readonly logger: Logger,
-    /** Records `memory_indexed` on the session (if it still exists). */
-    private readonly indexed: (tenant: string, sessionId: string, entries: number) => Promise<void>,
     opts: MemoryIndexerOptions = {},
   ) {
     this.retryEveryMs = opts.retryEveryMs ?? 1000
     this.maxParked = opts.maxParked ?? 256
+  }
+
+  /** Listens for what gets indexed; each listener is awaited before the next batch (so `idle()` covers it). */
+  onIndexed(listener: IndexedListener): void {
+    this.listeners.push(listener)
+  }
+
+  committed({ session, discarded }: CommittedBatch): void {
+    if (!discarded || discarded.messages.length === 0 || !session.record.config.memory) return
+    this.enqueue({ tenant: session.tenant, sessionId: session.id, ...discarded })
   }
 
   enqueue(batch: DiscardedBatch): void {
@@ -81,7 +96,7 @@ export class MemoryIndexer {
         await this.store.add(entries)
         added = true
         if (this.parked.length > 0) this.unpark()
-        await this.indexed(b.tenant, b.sessionId, entries.length)
+        for (const l of this.listeners) await l(b.tenant, b.sessionId, entries.length)
       } catch (err) {
         // Only a failed add is retried: once added, a retry would store the passages twice.
         const code = err instanceof BurrowError ? err.code : undefined

@@ -4,7 +4,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { Logger } from '../core/logger.js'
 import type { SessionRepository } from '../core/stores.js'
 import { toView } from '../core/views.js'
-import type { SessionRecord } from '../core/session-record.js'
+import type { CommittedBatch, CommittedSession, SessionListener } from './session-listener.js'
 import { renderEvent } from './transcript.js'
 
 /**
@@ -12,9 +12,9 @@ import { renderEvent } from './transcript.js'
  * `sessions/<id>/session.json` and `sessions/<id>/transcript.md` under the data dir.
  * Files are written atomically (temp file + rename), a checkpoint per session records
  * how far they go, and they are never read back as a source of truth. Commits only
- * mark sessions; the work happens later, off the turn's path.
+ * mark sessions (it is a commit listener); the work happens later, off the turn's path.
  */
-export class Projector {
+export class Projector implements SessionListener {
   private readonly dirty = new Set<string>()
   private timer: NodeJS.Timeout | null = null
   private working: Promise<void> | null = null
@@ -30,8 +30,8 @@ export class Projector {
   private readonly recent = new Map<string, EventEnvelope[]>()
   private recentCount = 0
 
-  /** The live record of a session, when the service has it in memory (saves loading it from the store). */
-  peek: (id: string) => SessionRecord | undefined = () => undefined
+  /** The sessions of the commits not yet projected: their live record saves loading it from the store. */
+  private readonly sessions = new Map<string, CommittedSession>()
 
   private readonly opts: ProjectorOptions
 
@@ -44,6 +44,16 @@ export class Projector {
   async start(): Promise<void> {
     for (const id of await this.repo.projection.pending()) this.dirty.add(id)
     this.schedule()
+  }
+
+  committed(batch: CommittedBatch): void {
+    if (this.closed) return
+    this.sessions.set(batch.session.id, batch.session)
+    this.notify(batch.session.id, batch.events)
+  }
+
+  deleted(sessionId: string): Promise<void> {
+    return this.remove(sessionId)
   }
 
   /** Told after each commit, with the events it stored. */
@@ -80,6 +90,7 @@ export class Projector {
 
   async remove(sessionId: string): Promise<void> {
     this.dirty.delete(sessionId)
+    this.sessions.delete(sessionId)
     this.forgetRecent(sessionId)
     this.nextAt.delete(sessionId)
     await this.working
@@ -123,6 +134,8 @@ export class Projector {
       try {
         const t0 = performance.now()
         await this.project(id)
+        // Told again meanwhile, it is dirty again and keeps the session; else its record is not needed.
+        if (!this.dirty.has(id)) this.sessions.delete(id)
         const took = performance.now() - t0
         this.nextAt.set(id, Date.now() + Math.max(this.opts.minIntervalMs, 20 * took))
         if (this.nextAt.size > 10_000) this.nextAt.delete(this.nextAt.keys().next().value as string)
@@ -140,7 +153,9 @@ export class Projector {
   }
 
   private async project(id: string): Promise<void> {
-    const record = this.peek(id) ?? await this.repo.sessions.get(id)
+    const live = this.sessions.get(id)
+    // A broken session's record may be ahead of the log: the store is the truth then.
+    const record = live && !live.broken ? live.record : await this.repo.sessions.get(id)
     const dir = join(this.root, id)
     if (!record) { await rm(dir, { recursive: true, force: true }); return }
     // Taken now, in one synchronous step: a live record keeps changing while the files are written.

@@ -145,6 +145,15 @@ export function summaryMessage(summary: string): Message {
   return { role: 'user', content: [{ type: 'text', text: `${SUMMARY_PREFIX}\n${summary}` }] }
 }
 
+/** What a compaction takes out of a history: its first messages, in original order, with their seqs and turns. */
+export interface Discarded { messages: readonly Message[]; seqs: readonly number[]; turns: readonly number[] }
+
+/** What applying `e` to `r` discards (what `compacted` drops), read before it is applied. */
+export function discardedBy(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): Discarded {
+  const from = r.messages.length - (e.data.messages_after - 1)
+  return { messages: r.messages.slice(0, from), seqs: r.message_seqs.slice(0, from), turns: r.message_turns.slice(0, from) }
+}
+
 /**
  * Rebuilt history: the summary message (with this event's seq), then the last
  * `messages_after - 1` messages, untouched. The old array is replaced, not mutated,

@@ -1,11 +1,12 @@
 import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { ProviderRegistry } from '../core/llm.js'
 import type { ContentBlock } from '../core/messages.js'
-import type { SessionConfig } from '../core/session-record.js'
+import type { EffectiveCompaction, SessionConfig } from '../core/session-record.js'
+import type { BuiltinTool } from '../core/tools.js'
 import type { CreateSession, StartTurn } from '../core/wire.js'
-import type { SessionServiceDeps } from './base-session-service.js'
+import { checkBudget } from './budget.js'
 import type { LiveSession } from './live-session.js'
-import { assertBudget, type TurnStart } from './turn-runner.js'
+import type { TurnStart } from './turn.js'
 
 /**
  * Levels a tool's `input_schema` may nest. Real tool schemas stay within a dozen; the bound
@@ -14,8 +15,17 @@ import { assertBudget, type TurnStart } from './turn-runner.js'
  */
 export const MAX_INPUT_SCHEMA_DEPTH = 64
 
+/** What a new session's configuration is checked against and completed from. */
+export interface SessionConfigRules {
+  capabilities: { session_compaction: boolean; memory_store: boolean }
+  providers: ProviderRegistry
+  /** Their names are reserved. */
+  builtinTools?: readonly BuiltinTool[] | undefined
+  compactionDefaults: EffectiveCompaction
+}
+
 /** The configuration a session is created with: capability checks, defaults, tool names. */
-export function sessionConfig(tenant: string, req: CreateSession, deps: Pick<SessionServiceDeps, 'capabilities' | 'providers' | 'builtinTools' | 'compactionDefaults'>): SessionConfig {
+export function sessionConfig(tenant: string, req: CreateSession, deps: SessionConfigRules): SessionConfig {
   const caps = deps.capabilities
   if (req.compaction !== undefined && !caps.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
   if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
@@ -57,7 +67,7 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
         `Turn ${open.turn} is waiting for tool_results (${pending.join(', ')}); send them or interrupt the turn.`,
         { pending_tool_call_ids: pending })
     }
-    assertBudget(session)
+    checkBudget(session.record)
     providers.resolve(session.record.config.model)
     if (!hasInput) return { kind: 'continue', maxTokens: req.max_tokens }
     const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!

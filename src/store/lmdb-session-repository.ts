@@ -47,6 +47,9 @@ export class LmdbSessionRepository implements SessionRepository {
 
   writable(): boolean { return this.health.writable }
 
+  /** Sessions outlive the process here. */
+  requirePersistence(): void {}
+
   /** What opening upgraded, if it did. */
   get migrated(): Migrated | undefined { return this.env.migrated }
 

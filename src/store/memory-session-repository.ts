@@ -96,5 +96,8 @@ export class MemorySessionRepository implements SessionRepository {
   /** Process memory never refuses a write. */
   writable(): boolean { return true }
 
+  /** The reference holds sessions as a durable store does (for the life of the object). */
+  requirePersistence(): void {}
+
   async close(): Promise<void> {}
 }

@@ -73,10 +73,10 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     await commitAll(repo, log, log.create())
     const good = log.turn('x')
     const gap = { events: good.events.slice(1), record: good.record }
-    await t.rejects(repo.commit(gap.events, gap.record))
+    await t.rejects(Promise.resolve(repo.commit(gap.events, gap.record)))
     t.equal(await repo.events.lastSeq(log.id), 1)
     t.same((await repo.sessions.get(log.id))!.last_seq, 1)
-    await t.rejects(repo.commit([good.events[0]!, good.events[0]!], good.record), 'duplicate seq')
+    await t.rejects(Promise.resolve(repo.commit([good.events[0]!, good.events[0]!], good.record)), 'duplicate seq')
     await repo.commit(good.events, good.record)
     t.equal(await repo.events.lastSeq(log.id), 4)
   })

@@ -20,7 +20,8 @@ t.test("a batch of a session deleted before it was indexed is dropped quietly, a
   const logs: any[] = []
   const sink = new Writable({ write(chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l.trim()) logs.push(JSON.parse(l)); cb() } })
   const recorded: Array<[string, number]> = []
-  const indexer = new MemoryIndexer(store, (text) => splitPassages(text), pino({ level: 'debug' }, sink), async (_tenant, id, n) => { recorded.push([id, n]) })
+  const indexer = new MemoryIndexer(store, (text) => splitPassages(text), pino({ level: 'debug' }, sink))
+  indexer.onIndexed(async (_tenant, id, n) => { recorded.push([id, n]) })
   const batch = (sessionId: string, text: string) => ({ tenant: 'acme', sessionId, messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text }] }], seqs: [3], turns: [1] })
 
   indexer.enqueue(batch(S1, 'The ferry to the island leaves at seven.'))

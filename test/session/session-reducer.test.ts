@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { EventEnvelope } from '../../src/core/events.js'
+import type { LiveSessions } from '../../src/session/live-sessions.js'
 import { rebuild } from '../../src/session/session-reducer.js'
 import { startBurrow } from '../helpers/harness.js'
 
@@ -31,7 +32,7 @@ t.test('the log alone rebuilds the live session, tool stats included', async (t)
   t.same(events.map((e) => e.seq), events.map((_, i) => i + 1), 'gapless from 1')
   const rebuilt = rebuild(events)!
   // Reaching into the live table here is deliberate: the ephemeral build has no read route.
-  const live = (h.burrow.service as unknown as { live: Map<string, { record: unknown }> }).live.get(id)!.record
+  const live = (await (h.burrow.service as unknown as { sessions: LiveSessions }).sessions.get('default', id)).record
   t.same(rebuilt, live, 'rebuild(log) equals the live record')
   t.same(rebuilt.tool_stats, {
     lookup: { calls: 2, failures: 1 }, // the second lookup was cut off by the interrupt: a synthetic error result

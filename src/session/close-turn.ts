@@ -1,0 +1,38 @@
+import type { EventEnvelope } from '../core/events.js'
+import type { ErrorCode } from '../core/errors.js'
+import type { LiveSession, PendingEvent } from './live-session.js'
+import { INPUT_REJECTED } from './session-reducer.js'
+import { turnUsage } from './turn-output.js'
+
+/**
+ * Ends a session's open turn with `turn_failed`: every tool call still without a
+ * result gets a synthetic error result first, so no tool call is left dangling.
+ */
+export async function closeOpenTurn(session: LiveSession, code: ErrorCode | string, message: string, reason?: string): Promise<EventEnvelope[]> {
+  const open = session.record.open_turn
+  if (!open) return []
+  const answered = new Set(open.results.map((r) => r.tool_use_id))
+  const events: PendingEvent[] = []
+  for (const c of open.pending_tool_calls) {
+    if (answered.has(c.id)) continue
+    events.push({ type: 'tool_result', data: { tool_call_id: c.id, name: c.name, content: `Tool call not completed: the turn ended (${code}).`, is_error: true, synthetic: true } })
+  }
+  const u = turnUsage(session.record, open.turn)
+  // A rejected turn names the events it takes out of the history: they stay in the log, visible.
+  const rejected = reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, session.record.last_seq + events.length] as [number, number] } : {}
+  events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), ...rejected, usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
+  return session.emit(open.turn, events)
+}
+
+/**
+ * A turn the store says is running but nobody in this process runs: its events stopped reaching
+ * the store (a failed write broke the session, which was then loaded back from the store). It is
+ * closed as crash recovery closes one, so the session takes its next turn instead of answering
+ * SESSION_BUSY for ever. Returns whether it closed one (the caller waits for it to be durable:
+ * while the store still refuses writes that fails with STORE_UNAVAILABLE, and the next request tries again).
+ */
+export async function closeAbandonedTurn(session: LiveSession): Promise<boolean> {
+  if (session.running || session.record.open_turn?.state !== 'running') return false
+  await closeOpenTurn(session, 'STORE_UNAVAILABLE', 'The turn stopped when its events could not be stored.', 'store_unavailable')
+  return true
+}

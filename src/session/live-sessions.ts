@@ -1,0 +1,177 @@
+import { BurrowError, toBurrowError } from '../core/errors.js'
+import { isSessionId } from '../core/ids.js'
+import type { Logger } from '../core/logger.js'
+import type { EventEnvelope } from '../core/events.js'
+import type { SessionRecord } from '../core/session-record.js'
+import type { StreamControl } from '../core/session-service.js'
+import type { SessionRepository } from '../core/stores.js'
+import { closeOpenTurn } from './close-turn.js'
+import type { EventHub } from './event-hub.js'
+import { LiveSession, type CommitFn, type RunningWork } from './live-session.js'
+import type { CommittedBatch, SessionListener } from './session-listener.js'
+import { applyEvent } from './session-reducer.js'
+
+export interface LiveSessionsOptions {
+  repository: SessionRepository
+  hub: EventHub
+  /** Told of every commit once it is durable (the projector, the memory indexer). */
+  listeners?: readonly SessionListener[]
+  /** Live sessions kept in memory; the least recently used idle ones are evicted. */
+  maxLive: number
+  logger: Logger
+}
+
+/**
+ * The sessions loaded in this process: found (or loaded from the repository) by tenant and
+ * id, adopted when created or recovered after a crash, evicted when idle and too many, and
+ * settled — waited on until what they committed is durable. Every live session commits through one path: the
+ * repository, then the listeners.
+ */
+export class LiveSessions {
+  private readonly live = new Map<string, LiveSession>()
+  private readonly repo: SessionRepository
+  private readonly hub: EventHub
+  private readonly listeners: readonly SessionListener[]
+  private readonly commit: CommitFn
+
+  constructor(private readonly opts: LiveSessionsOptions) {
+    this.repo = opts.repository
+    this.hub = opts.hub
+    this.listeners = opts.listeners ?? []
+    this.commit = this.listeners.length === 0 ? (events, s) => this.repo.commit(events, s.record) : this.commitAndTell
+  }
+
+  /** The caller's live session, loading it if needed; another tenant's is not found. */
+  get(tenant: string, id: string): LiveSession | Promise<LiveSession> {
+    const s = this.live.get(id)
+    // The common case — a live, healthy session of this tenant — answers without a promise.
+    if (s && s.tenant === tenant && !s.broken) { s.lastActive = Date.now(); return s }
+    return this.load(tenant, id)
+  }
+
+  /** A new session: its `session_created` is committed (the listeners told), then it is live. Not yet published. */
+  async create(event: EventEnvelope<'session_created'>): Promise<LiveSession> {
+    const s = this.make(applyEvent(undefined, event))
+    await this.commit([event], s)
+    return this.admit(s)
+  }
+
+  /** Makes a stored record live in this process (one recovered at start-up). */
+  adopt(record: SessionRecord): LiveSession {
+    return this.admit(this.make(record))
+  }
+
+  private make(record: SessionRecord): LiveSession {
+    const id = record.session_id
+    return new LiveSession(record, this.commit, (e) => this.hub.publish(e), () => this.hub.hasListeners(id))
+  }
+
+  private admit(s: LiveSession): LiveSession {
+    this.live.set(s.id, s)
+    this.hub.open(s.id, s.tenant)
+    this.evictIdle()
+    return s
+  }
+
+  /** Drops a session from memory (evicted, broken or deleted); its subscribers get `control` and end. */
+  forget(id: string, control?: StreamControl): void {
+    this.live.delete(id)
+    this.hub.drop(id, control)
+  }
+
+  /** Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them, INTERNAL for a conflict. */
+  async settle(session: LiveSession): Promise<void> {
+    try {
+      await session.settled()
+    } catch (err) {
+      const e = toBurrowError(err)
+      if (e.code === 'STORE_UNAVAILABLE') this.opts.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
+      else this.opts.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
+      throw e
+    }
+  }
+
+  /**
+   * Closes every turn a previous process left running: synthetic results for its open tool
+   * calls, then `turn_failed` with `reason: process_restarted`. Run once, at start-up; returns how many.
+   */
+  async recover(): Promise<number> {
+    let n = 0
+    for (const id of await this.repo.sessions.runningTurns()) {
+      const record = await this.repo.sessions.get(id)
+      if (!record?.open_turn) continue
+      const turn = record.open_turn.turn
+      const s = this.adopt(record)
+      await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
+      await this.settle(s)
+      this.opts.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
+      n++
+    }
+    return n
+  }
+
+  /** What runs on the live sessions now (turns and manual compactions). */
+  running(): RunningWork[] {
+    return [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))
+  }
+
+  /** Tells the listeners that a session was deleted (after the repository purged it). */
+  async deleted(id: string): Promise<void> {
+    for (const l of this.listeners) await l.deleted?.(id)
+  }
+
+  private async load(tenant: string, id: string): Promise<LiveSession> {
+    if (!isSessionId(id)) throw new BurrowError('SESSION_NOT_FOUND', `Session ${String(id).slice(0, 64)} not found.`)
+    let s = this.live.get(id)
+    if (!s) {
+      const record = await this.stored(id, tenant)
+      if (record) s = this.live.get(id) ?? this.adopt(record)
+    }
+    if (!s || s.tenant !== tenant) throw new BurrowError('SESSION_NOT_FOUND', `Session ${id} not found.`)
+    if (s.broken) {
+      // Loaded again from the store, which may hold what this process never saw (its buffered events
+      // would have a gap): the channel goes too, and its subscribers end (they resume by Last-Event-ID).
+      this.forget(id)
+      return this.get(tenant, id)
+    }
+    s.lastActive = Date.now()
+    return s
+  }
+
+  /** The tenant is checked before the record is read, so another tenant's session costs what an unknown id costs. */
+  private async stored(id: string, tenant: string): Promise<SessionRecord | undefined> {
+    if (await this.repo.sessions.tenantOf(id) !== tenant) return undefined
+    return this.repo.sessions.get(id)
+  }
+
+  private evictIdle(): void {
+    if (this.live.size <= this.opts.maxLive) return
+    const idle = [...this.live.values()]
+      .filter((s) => !s.running && !s.record.open_turn && this.hub.subscriberCount(s.id) === 0)
+      .sort((a, b) => a.lastActive - b.lastActive)
+    for (const s of idle) {
+      if (this.live.size <= this.opts.maxLive) break
+      this.opts.logger.debug({ session_id: s.id }, 'evicting idle session from memory')
+      this.forget(s.id)
+    }
+  }
+
+  /** The commit path with listeners: they are told once the repository made the events durable. */
+  private readonly commitAndTell: CommitFn = (events, session, discarded) => {
+    const batch: CommittedBatch = { session, events, discarded }
+    const done = this.repo.commit(events, session.record)
+    if (!done) { this.tell(batch); return }
+    return done.then(() => this.tell(batch))
+  }
+
+  private tell(batch: CommittedBatch): void {
+    for (const l of this.listeners) {
+      try {
+        l.committed(batch)
+      } catch (err) {
+        // A listener's failure is its own: the events are stored, and the session goes on.
+        this.opts.logger.error({ err, session_id: batch.session.id }, 'a commit listener failed')
+      }
+    }
+  }
+}

@@ -1,0 +1,372 @@
+import { v7 as uuidv7 } from 'uuid'
+import { BurrowError, invalidRequest, storeUnavailable, toBurrowError } from '../core/errors.js'
+import type { EventEnvelope } from '../core/events.js'
+import type { ProviderRegistry } from '../core/llm.js'
+import type { Logger } from '../core/logger.js'
+import type { MemoryStore } from '../core/memory-store.js'
+import type { EffectiveCompaction, SessionNote } from '../core/session-record.js'
+import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
+import type { IdempotencyRecord, SessionRepository } from '../core/stores.js'
+import type { Telemetry } from '../core/telemetry.js'
+import { toCreated, toView } from '../core/views.js'
+import type {
+  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
+  MemorySearchQuery, MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+} from '../core/wire.js'
+import type { Authenticator } from './authenticator.js'
+import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
+import type { CompactionController } from './compaction-controller.js'
+import { drainTurns } from './drain-turns.js'
+import type { EventHub } from './event-hub.js'
+import { EventReplay } from './event-replay.js'
+import { Idempotency, idempotencyKey } from './idempotency.js'
+import type { LiveSession } from './live-session.js'
+import type { LiveSessions } from './live-sessions.js'
+import { TenantMemory } from './memory-ops.js'
+import { notesAccess } from './session-notes.js'
+import { Turn, type TurnStart } from './turn.js'
+import { sessionConfig, turnStart, type SessionConfigRules } from './turn-requests.js'
+import type { TurnRunner } from './turn-runner.js'
+
+export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
+
+/** Semantic memory as the service uses it (the `memory-store` capability). */
+export interface MemoryPort {
+  readonly store: MemoryStore
+  /** When compaction feeds memory: the indexer, which tells the service what it indexed (recorded as `memory_indexed`). */
+  readonly indexer?: { onIndexed(listener: (tenant: string, sessionId: string, entries: number) => Promise<void>): void } | undefined
+}
+
+/** The parts a LocalSessionService is made of; `app/` wires them. */
+export interface LocalSessionServiceParts {
+  /** Where sessions are kept: LMDB, PostgreSQL, or the null repository (ephemeral mode). */
+  repository: SessionRepository
+  /** The live-session table, over the same repository and hub. */
+  sessions: LiveSessions
+  hub: EventHub
+  runner: TurnRunner
+  /** Present when the `session-compaction` capability is on. */
+  compaction?: CompactionController | undefined
+  /** Present when the `memory-store` capability is on. */
+  memory?: MemoryPort | undefined
+  auth: Authenticator
+  providers: ProviderRegistry
+  telemetry: Telemetry
+  logger: Logger
+  version: string
+  capabilities: ServiceCapabilities
+  compactionDefaults: EffectiveCompaction
+}
+
+const archived = (id: string) => new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+
+/**
+ * The SessionService of this process (the remote one is BurrowClient): tenancy, validation,
+ * one turn at a time per session, idempotency, the agent loop and event fan-out, over the
+ * parts it is given. Whether sessions outlive the process is the repository's business.
+ */
+export class LocalSessionService implements SessionService {
+  private readonly repo: SessionRepository
+  private readonly sessions: LiveSessions
+  private readonly hub: EventHub
+  private readonly replay: EventReplay
+  private readonly idem: Idempotency
+  private readonly configRules: SessionConfigRules
+  private shuttingDown = false
+
+  constructor(private readonly parts: LocalSessionServiceParts) {
+    this.repo = parts.repository
+    this.sessions = parts.sessions
+    this.hub = parts.hub
+    this.replay = new EventReplay(parts.hub, parts.repository.events)
+    this.configRules = { capabilities: parts.capabilities, providers: parts.providers, builtinTools: parts.runner.builtinTools, compactionDefaults: parts.compactionDefaults }
+    this.idem = new Idempotency(parts.repository.idempotency, undefined,
+      (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'))
+    parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
+  }
+
+  // ---- process ------------------------------------------------------------------------
+
+  authenticate(ctx: CallContext): string {
+    return this.parts.auth.tenantFor(ctx.apiKey)
+  }
+
+  capabilities(): Capabilities {
+    const p = this.parts
+    return { ...p.capabilities, version: p.version, auth: p.auth.enabled, default_model: p.providers.defaultModel(), providers: p.providers.status() }
+  }
+
+  async getCapabilities(_ctx: CallContext): Promise<Capabilities> { return this.capabilities() }
+
+  ready(): boolean { return this.readiness() === 'ready' }
+
+  readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
+    if (this.shuttingDown) return 'shutting_down'
+    // Asking the memory store is also what lets it probe its way back to healthy (it probes when asked).
+    return this.repo.writable() && (this.parts.memory?.store.healthy() ?? true) ? 'ready' : 'store_unavailable'
+  }
+
+  async shutdown(graceMs: number): Promise<void> {
+    this.shuttingDown = true
+    this.hub.closeAll('shutdown')
+    await drainTurns(() => this.sessions.running(), graceMs)
+  }
+
+  // ---- sessions -----------------------------------------------------------------------
+
+  async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
+    const tenant = this.authenticate(ctx)
+    this.refuseWhenShuttingDown()
+    return this.idempotent(ctx, tenant, 'session/create', null, req, async () => {
+      const config = sessionConfig(tenant, req, this.configRules)
+      const id = uuidv7()
+      const event: EventEnvelope<'session_created'> = {
+        seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config },
+      }
+      let created: LiveSession
+      try {
+        created = await this.sessions.create(event)
+      } catch (err) {
+        throw storeUnavailable(err, 'the new session')
+      }
+      this.hub.publish(event)
+      return toCreated(created.record)
+    })
+  }
+
+  async read(id: string, ctx: CallContext): Promise<SessionView> {
+    const tenant = this.authenticate(ctx)
+    this.repo.requirePersistence()
+    const s = await this.sessions.get(tenant, id)
+    return toView(s.record, s.running !== null)
+  }
+
+  async list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>> {
+    const tenant = this.authenticate(ctx)
+    this.repo.requirePersistence()
+    return this.repo.sessions.list(tenant, q)
+  }
+
+  async archive(id: string, ctx: CallContext): Promise<void> {
+    const tenant = this.authenticate(ctx)
+    this.repo.requirePersistence()
+    const s = await this.sessions.get(tenant, id)
+    await this.idempotent(ctx, tenant, 'session/archive', id, {}, async () => {
+      if (s.record.status === 'archived') return
+      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
+      // A paused turn is closed first: an archived session never keeps a dangling tool call.
+      await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
+      s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+      await this.sessions.settle(s)
+    })
+  }
+
+  async delete(id: string, ctx: CallContext): Promise<void> {
+    const tenant = this.authenticate(ctx)
+    this.repo.requirePersistence()
+    const s = await this.sessions.get(tenant, id)
+    if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
+    // Memories first: if the store then refuses the session's purge (a full disk), the session is still
+    // there to delete again — the other way round its memories would outlive it, out of every API's reach.
+    await this.parts.memory?.store.deleteSession(tenant, id)
+    this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
+    await this.repo.deleteSession(id, tenant)
+    await this.sessions.deleted(id)
+  }
+
+  // ---- turns --------------------------------------------------------------------------
+
+  async startTurn(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
+    const tenant = this.authenticate(ctx)
+    return this.turn(tenant, id, req, ctx, 'turn/start')
+  }
+
+  /**
+   * Continues a persisted session (loading it if this process has not), also one
+   * whose last turn was cut off by a crash. With neither `input` nor `tool_results`,
+   * the model is asked to answer the history as it stands (it must end with the user).
+   */
+  async resume(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
+    const tenant = this.authenticate(ctx)
+    this.repo.requirePersistence()
+    if (req.input === undefined && req.tool_results === undefined) {
+      const s = await this.sessions.get(tenant, id)
+      const last = s.record.messages[s.record.messages.length - 1]
+      if (!last || last.role !== 'user') throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
+    }
+    return this.turn(tenant, id, req, ctx, 'session/resume')
+  }
+
+  async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
+    const tenant = this.authenticate(ctx)
+    const session = await this.sessions.get(tenant, id)
+    const running = session.running
+    if (running) {
+      running.signal.abort(new BurrowError('INTERRUPTED', 'The turn was interrupted by a client.'))
+      await running.done.catch(() => undefined)
+      return { session_id: id, interrupted: true, turn: running.number }
+    }
+    const open = session.record.open_turn
+    if (open) {
+      await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
+      await this.sessions.settle(session)
+      return { session_id: id, interrupted: true, turn: open.turn }
+    }
+    return { session_id: id, interrupted: false, turn: null }
+  }
+
+  async compact(id: string, ctx: CallContext): Promise<CompactionOutcome> {
+    const tenant = this.authenticate(ctx)
+    const controller = this.parts.compaction
+    if (!controller || !this.parts.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    this.refuseWhenShuttingDown()
+    const session = await this.sessions.get(tenant, id)
+    return this.idempotent(ctx, tenant, 'session/compact', id, {}, async () => {
+      if (session.record.status === 'archived') throw archived(id)
+      if (session.running || session.record.open_turn) throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+      // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
+      const work = new Turn(session, session.record.turn_count)
+      const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
+      work.done = controller.run(work, cfg, true)
+      session.running = work
+      try {
+        const outcome = await work.done as CompactionOutcome
+        await this.sessions.settle(session)
+        return outcome
+      } finally {
+        session.running = null
+      }
+    })
+  }
+
+  private async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
+    this.refuseWhenShuttingDown()
+    const session = await this.sessions.get(tenant, id)
+    if (await closeAbandonedTurn(session)) await this.sessions.settle(session)
+    return this.idempotent(ctx, tenant, op, id, req, async () => {
+      const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
+      return this.runTurn(session, start, ctx)
+    }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
+  }
+
+  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
+    const turn = Turn.starting(session, start, ctx.onEvent ?? null)
+    const t0 = performance.now()
+    session.running = turn
+    const done = this.parts.runner.run(turn, start)
+    turn.done = done
+    try {
+      const result = await done
+      await this.sessions.settle(session) // acknowledged only once durable
+      this.parts.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
+      return result
+    } catch (err) {
+      this.parts.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
+      await this.sessions.settle(session)
+      throw err
+    } finally {
+      session.running = null
+    }
+  }
+
+  /** A retried turn's caller gets the first run's events on its stream, then its remembered result. */
+  private async replayOutcome(id: string, outcome: IdempotencyRecord['outcome'], ctx: CallContext): Promise<void> {
+    if (!ctx.onEvent) return
+    const data = (outcome.ok ? outcome.value : outcome.data) as { first_seq?: number; last_seq?: number } | undefined
+    if (typeof data?.first_seq !== 'number' || typeof data.last_seq !== 'number') return
+    for (const e of await this.replay.range(id, data.first_seq, data.last_seq)) ctx.onEvent(e)
+  }
+
+  // ---- events -------------------------------------------------------------------------
+
+  async subscribe(id: string | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription> {
+    const tenant = this.authenticate(ctx)
+    this.refuseWhenShuttingDown()
+    if (id === null) {
+      const sub = this.hub.subscribeTenant(tenant)
+      if (opts.after !== undefined) {
+        sub.control({ type: 'stream_truncated', session_id: null, data: { requested_after: opts.after, first_seq: 0, reason: 'live_only' } })
+      }
+      return sub
+    }
+    const session = await this.sessions.get(tenant, id)
+    let sub: Awaited<ReturnType<EventHub['subscribeSession']>>
+    try {
+      sub = await this.hub.subscribeSession(session.id, opts.after, session.record.last_seq, (from, limit) => this.replay.page(session.id, from, limit))
+    } catch (err) { throw toBurrowError(err) }
+    // Shutdown began while the session loaded: the hub closed its streams already, so this one ends now, told why.
+    if (this.shuttingDown) sub.closeWith({ type: 'stream_closed', session_id: session.id, data: { reason: 'shutdown' } })
+    return sub
+  }
+
+  async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {
+    const tenant = this.authenticate(ctx)
+    const session = await this.sessions.get(tenant, id)
+    const events = await this.replay.page(session.id, q.after, q.limit)
+    const last = session.record.last_seq
+    return { events, truncated: q.after < last && (events[0]?.seq ?? last + 1) > q.after + 1, last_seq: last }
+  }
+
+  // ---- notes --------------------------------------------------------------------------
+
+  async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.sessions.get(tenant, id)
+    return s.record.notes.map((n) => ({ ...n }))
+  }
+
+  async putNote(id: string, key: string, value: string, ctx: CallContext): Promise<SessionNote> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.sessions.get(tenant, id)
+    if (s.record.status === 'archived') throw archived(id)
+    await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
+    await this.sessions.settle(s)
+    return { ...s.record.notes.find((n) => n.key === key)! }
+  }
+
+  async deleteNote(id: string, key: string, ctx: CallContext): Promise<boolean> {
+    const tenant = this.authenticate(ctx)
+    const s = await this.sessions.get(tenant, id)
+    if (s.record.status === 'archived') throw archived(id)
+    const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+    await this.sessions.settle(s)
+    return deleted
+  }
+
+  // ---- memory -------------------------------------------------------------------------
+
+  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> { return this.memory(ctx, (m) => m.search(q)) }
+  async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> { return this.memory(ctx, (m) => m.list(q)) }
+  async getMemory(id: string, ctx: CallContext): Promise<MemoryItem> { return this.memory(ctx, (m) => m.get(id)) }
+  async deleteMemory(id: string, ctx: CallContext): Promise<void> { return this.memory(ctx, (m) => m.delete(id)) }
+  async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
+    return this.memory(ctx, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
+  }
+
+  /** The caller's tenant's memory operations (`MEMORY_STORE_DISABLED` without the capability). */
+  private async memory<T>(ctx: CallContext, run: (m: TenantMemory, tenant: string) => Promise<T>): Promise<T> {
+    const tenant = this.authenticate(ctx)
+    const memory = this.parts.memory
+    if (!memory || !this.parts.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
+    return run(new TenantMemory(memory.store, tenant, (id) => this.sessions.get(tenant, id)), tenant)
+  }
+
+  /** Records that memory indexed `entries` passages of a session (if it still exists). */
+  private async recordIndexed(tenant: string, sessionId: string, entries: number): Promise<void> {
+    const s = await Promise.resolve(this.sessions.get(tenant, sessionId)).catch(() => undefined)
+    if (!s) return // deleted meanwhile
+    s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+  }
+
+  // ---- shared -------------------------------------------------------------------------
+
+  private idempotent<T>(ctx: CallContext, tenant: string, op: string, sessionId: string | null, body: unknown, run: () => Promise<T>,
+    onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>): Promise<T> {
+    if (!ctx.idempotencyKey) return run()
+    return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
+  }
+
+  private refuseWhenShuttingDown(): void {
+    if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')
+  }
+}

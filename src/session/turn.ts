@@ -1,0 +1,58 @@
+import type { EventEnvelope } from '../core/events.js'
+import type { ContentBlock, ToolResultInput } from '../core/messages.js'
+import type { SessionRecord } from '../core/session-record.js'
+import { Cancellation } from './cancellation.js'
+import type { EventSink, LiveSession, PendingEvent, RunningWork } from './live-session.js'
+
+/** How a turn begins (checked against the session by turn-requests.ts before anything is recorded). */
+export type TurnStart =
+  | { kind: 'input'; input: ContentBlock[]; maxTokens?: number | undefined }
+  /** A new turn without new input: the model answers the history as it stands (resume after a crash). */
+  | { kind: 'continue'; maxTokens?: number | undefined }
+  | { kind: 'tool_results'; results: ToolResultInput[]; maxTokens?: number | undefined }
+
+const NOT_STARTED: Promise<unknown> = Promise.resolve()
+
+/**
+ * One run of a turn on a session — or of a manual compaction, which records its events under
+ * the session's current turn: the session, the turn's number, where this run's events begin,
+ * how it is cancelled, and the caller's own stream. While it is the session's `running` work,
+ * every event the session publishes reaches `sink` too.
+ */
+export class Turn implements RunningWork {
+  /** The seq of this run's first event. */
+  readonly firstSeq: number
+  /** The seq of the turn's first event: earlier than `firstSeq` when this run continues a paused turn. */
+  readonly startSeq: number
+  /** Settles when the run has ended; set by whoever runs it. */
+  done: Promise<unknown> = NOT_STARTED
+
+  constructor(
+    readonly session: LiveSession,
+    readonly number: number,
+    readonly sink: EventSink | null = null,
+    readonly signal: Cancellation = new Cancellation(),
+  ) {
+    const r = session.record
+    this.firstSeq = r.last_seq + 1
+    this.startSeq = r.open_turn?.turn === number ? r.open_turn.first_seq : this.firstSeq
+  }
+
+  /** The turn a request starts: the next one, or the paused one its tool results continue. */
+  static starting(session: LiveSession, start: TurnStart, sink: EventSink | null): Turn {
+    const r = session.record
+    return new Turn(session, start.kind === 'tool_results' ? r.open_turn!.turn : r.turn_count + 1, sink)
+  }
+
+  get record(): SessionRecord { return this.session.record }
+
+  /** Records events of this turn (see LiveSession.emit). */
+  emit(events: readonly PendingEvent[]): EventEnvelope[] {
+    return this.session.emit(this.number, events)
+  }
+
+  /** Streams a text delta of this turn (never stored). */
+  delta(text: string): void {
+    this.session.delta(this.number, text)
+  }
+}

@@ -1,0 +1,85 @@
+// The event hub on its own: fan-out per session and per tenant, the replay buffer, replays.
+import t from 'tap'
+import type { EventEnvelope } from '../../src/core/events.js'
+import type { EventSubscription, StreamFrame } from '../../src/core/session-service.js'
+import { EventHub } from '../../src/session/event-hub.js'
+
+const ev = (sid: string, seq: number, type: EventEnvelope['type'] = 'turn_started'): EventEnvelope =>
+  ({ seq, session_id: sid, turn: 1, type, at: '2026-01-01T00:00:00.000Z', data: type === 'text_delta' ? { text: 'x' } : {} } as EventEnvelope)
+
+async function take(sub: EventSubscription, n: number): Promise<StreamFrame[]> {
+  const out: StreamFrame[] = []
+  const it = sub[Symbol.asyncIterator]()
+  while (out.length < n) {
+    const r = await it.next()
+    if (r.done) break
+    out.push(...r.value)
+  }
+  return out
+}
+const seqs = (frames: StreamFrame[]) => frames.flatMap((f) => (f.kind === 'event' ? [f.event.seq] : []))
+
+t.test('events reach the session’s subscribers and its tenant’s, not another tenant’s', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100 })
+  hub.publish(ev('s1', 1))
+  t.equal(hub.bufferStart('s1'), null, 'a session without a channel is not buffered')
+  hub.open('s1', 'a')
+  hub.open('s2', 'b')
+  const own = await hub.subscribeSession('s1', undefined, 0, async () => [])
+  const tenantA = hub.subscribeTenant('a')
+  const tenantB = hub.subscribeTenant('b')
+  t.ok(hub.hasListeners('s1'))
+  t.equal(hub.subscriberCount('s1'), 1)
+  hub.publish(ev('s1', 1))
+  hub.publish(ev('s2', 1))
+  t.same(seqs(await take(own, 1)), [1])
+  t.same((await take(tenantA, 1)).map((f) => f.kind === 'event' && f.event.session_id), ['s1'])
+  t.same((await take(tenantB, 1)).map((f) => f.kind === 'event' && f.event.session_id), ['s2'])
+  tenantB.close()
+  t.notOk(hub.hasListeners('s2'), 'a closed subscription stops counting')
+})
+
+t.test('the buffer keeps the last stored events, never text deltas', async (t) => {
+  const hub = new EventHub({ bufferSize: 3, queueLimit: 100 })
+  hub.open('s', 't')
+  for (let seq = 1; seq <= 5; seq++) hub.publish(ev('s', seq))
+  hub.publish(ev('s', 5, 'text_delta'))
+  t.equal(hub.bufferStart('s'), 3)
+  t.same(hub.buffered('s', 0).map((e) => e.seq), [3, 4, 5])
+  t.same(hub.buffered('s', 3, 4).map((e) => e.seq), [4])
+})
+
+t.test('a session subscription replays what it asks for, then tails live, with no gap or duplicate at the seam', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100 })
+  hub.open('s', 't')
+  const log = [1, 2, 3, 4].map((seq) => ev('s', seq))
+  const sub = await hub.subscribeSession('s', 1, 4, async (from, limit) => log.filter((e) => e.seq > from).slice(0, limit))
+  hub.publish(ev('s', 5))
+  t.same(seqs(await take(sub, 4)), [2, 3, 4, 5])
+  sub.close()
+})
+
+t.test('a replay that cannot start where asked says so first', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100 })
+  hub.open('s', 't')
+  const sub = await hub.subscribeSession('s', 0, 6, async (from) => [5, 6].filter((s) => s > from).map((s) => ev('s', s)))
+  const frames = await take(sub, 3)
+  t.same(frames[0], { kind: 'control', control: { type: 'stream_truncated', session_id: 's', data: { requested_after: 0, first_seq: 5, reason: 'events_unavailable' } } })
+  t.same(seqs(frames), [5, 6])
+  sub.close()
+})
+
+t.test('dropping a session ends its subscriptions with the reason; a shutdown ends every stream', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100 })
+  hub.open('s', 't')
+  hub.open('r', 't')
+  const deleted = await hub.subscribeSession('s', undefined, 0, async () => [])
+  hub.drop('s', { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } })
+  t.same(await take(deleted, 2), [{ kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } } }])
+  t.equal(hub.bufferStart('s'), null, 'its buffer went with it')
+  const live = await hub.subscribeSession('r', undefined, 0, async () => [])
+  const tenant = hub.subscribeTenant('t')
+  hub.closeAll('shutdown')
+  t.match(await take(live, 2), [{ kind: 'control', control: { type: 'stream_closed', data: { reason: 'shutdown' } } }])
+  t.match(await take(tenant, 2), [{ kind: 'control', control: { type: 'stream_closed', session_id: null, data: { reason: 'shutdown' } } }])
+})
