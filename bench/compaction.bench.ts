@@ -17,22 +17,61 @@ import { appImport } from './lib/app.js'
 import { isMain, metric, target, type BenchResult } from './lib/types.js'
 
 const { SILENT_LOGGER } = await appImport<typeof import('../src/core/logger.js')>('core/logger.js')
-const { CompactionController } = await appImport<typeof import('../src/session/compaction-controller.js')>('session/compaction-controller.js')
+const { CompactionController } =
+  await appImport<typeof import('../src/session/compaction-controller.js')>('session/compaction-controller.js')
 const { checkRebuild, planRebuild } = await appImport<typeof import('../src/session/history-rebuild.js')>('session/history-rebuild.js')
 const { applyEvent, summaryMessage } = await appImport<typeof import('../src/session/session-reducer.js')>('session/session-reducer.js')
 
-const CFG: EffectiveCompaction = { auto_compact_threshold: Number.MAX_SAFE_INTEGER, recent_turn_budget: 4, max_summary_tokens: 4096, min_turns_between_compactions: 3, max_history_messages: null }
+const CFG: EffectiveCompaction = {
+  auto_compact_threshold: Number.MAX_SAFE_INTEGER,
+  recent_turn_budget: 4,
+  max_summary_tokens: 4096,
+  min_turns_between_compactions: 3,
+  max_history_messages: null,
+}
 
 /** A session of `turns` complete turns (2 messages each), folded through the real reducer. */
 function session(turns: number): SessionRecord {
   let seq = 0
   const at = '2026-01-01T00:00:00.000Z'
   const ev = (type: string, turn: number, data: unknown) => ({ seq: ++seq, session_id: 's', turn, type, at, data }) as EventEnvelope
-  let r = applyEvent(undefined, ev('session_created', 0, { config: { tenant: 't', model: 'offline:echo', system_prompt: '', metadata: {}, memory: false, compaction: CFG, tools: [], max_total_tokens: null } }))
+  let r = applyEvent(
+    undefined,
+    ev('session_created', 0, {
+      config: {
+        tenant: 't',
+        model: 'offline:echo',
+        system_prompt: '',
+        metadata: {},
+        memory: false,
+        compaction: CFG,
+        tools: [],
+        max_total_tokens: null,
+      },
+    }),
+  )
   for (let t = 1; t <= turns; t++) {
-    r = applyEvent(r, ev('turn_started', t, { input: [{ type: 'text', text: `question number ${t}, with a few words to make it realistic` }], continuation: false }))
-    r = applyEvent(r, ev('assistant_message', t, { message: { role: 'assistant', content: [{ type: 'text', text: `an answer to question ${t}, also a sentence or two long` }] }, usage: { input_tokens: 100, output_tokens: 20 }, stop_reason: 'end_turn', model: 'offline:echo', step: 1 }))
-    r = applyEvent(r, ev('turn_completed', t, { output_text: '', usage: { input_tokens: 100, output_tokens: 20 }, stop_reason: 'end_turn' }))
+    r = applyEvent(
+      r,
+      ev('turn_started', t, {
+        input: [{ type: 'text', text: `question number ${t}, with a few words to make it realistic` }],
+        continuation: false,
+      }),
+    )
+    r = applyEvent(
+      r,
+      ev('assistant_message', t, {
+        message: { role: 'assistant', content: [{ type: 'text', text: `an answer to question ${t}, also a sentence or two long` }] },
+        usage: { input_tokens: 100, output_tokens: 20 },
+        stop_reason: 'end_turn',
+        model: 'offline:echo',
+        step: 1,
+      }),
+    )
+    r = applyEvent(
+      r,
+      ev('turn_completed', t, { output_text: '', usage: { input_tokens: 100, output_tokens: 20 }, stop_reason: 'end_turn' }),
+    )
   }
   return r
 }
@@ -50,11 +89,19 @@ function nsPerOp(fn: () => unknown, n: number): number {
   return best
 }
 
-const naive = (r: SessionRecord) => Math.floor(r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0) / 4) >= CFG.auto_compact_threshold
+const naive = (r: SessionRecord) =>
+  Math.floor(r.messages.reduce((n, m) => n + JSON.stringify(m).length, 0) / 4) >= CFG.auto_compact_threshold
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
-  const controller = new CompactionController({ compact: async () => { throw new Error('not called') } }, SILENT_LOGGER)
+  const controller = new CompactionController(
+    {
+      compact: async () => {
+        throw new Error('not called')
+      },
+    },
+    SILENT_LOGGER,
+  )
   const small = session(5)
   const large = session(50_000)
   // Alternate the two sessions so both run under the same JIT state (a first, monomorphic round
@@ -64,8 +111,14 @@ export async function run(): Promise<BenchResult> {
   let checkSmall = Infinity
   let checkLarge = Infinity
   for (let round = 0; round < 8; round++) {
-    checkSmall = Math.min(checkSmall, nsPerOp(() => controller.shouldCompact(small, CFG), 1_000_000))
-    checkLarge = Math.min(checkLarge, nsPerOp(() => controller.shouldCompact(large, CFG), 1_000_000))
+    checkSmall = Math.min(
+      checkSmall,
+      nsPerOp(() => controller.shouldCompact(small, CFG), 1_000_000),
+    )
+    checkLarge = Math.min(
+      checkLarge,
+      nsPerOp(() => controller.shouldCompact(large, CFG), 1_000_000),
+    )
   }
   const naiveSmall = nsPerOp(() => naive(small), 200_000)
   const naiveLarge = nsPerOp(() => naive(large), 3)
@@ -87,8 +140,13 @@ export async function run(): Promise<BenchResult> {
   return {
     name: 'compaction',
     title: 'Compaction: trigger check and rebuild',
-    description: 'The pre-LLM-call check (`CompactionController.shouldCompact`, reading the history estimate the reducer keeps incrementally) on a 10-message and a 100,000-message session, against the naive estimator (`JSON.stringify` of every message) on the same sessions. Then the rebuild of the 100,000-message history: planning the kept turns, building the new history and checking every invariant (median of 5). In-process, no I/O.',
-    config: { 'small history (messages)': small.messages.length, 'large history (messages)': large.messages.length, 'recent_turn_budget': CFG.recent_turn_budget },
+    description:
+      'The pre-LLM-call check (`CompactionController.shouldCompact`, reading the history estimate the reducer keeps incrementally) on a 10-message and a 100,000-message session, against the naive estimator (`JSON.stringify` of every message) on the same sessions. Then the rebuild of the 100,000-message history: planning the kept turns, building the new history and checking every invariant (median of 5). In-process, no I/O.',
+    config: {
+      'small history (messages)': small.messages.length,
+      'large history (messages)': large.messages.length,
+      recent_turn_budget: CFG.recent_turn_budget,
+    },
     metrics: [
       metric('trigger check, 100,000 messages', checkLarge, 'ns/op', checkSmall),
       metric('naive estimator, 100,000 messages', naiveLarge, 'ns/op', naiveSmall),

@@ -22,20 +22,46 @@ export async function run(): Promise<BenchResult> {
     const dataDir = await mkdtemp(join(tmpdir(), 'burrow-bench-full-'))
     const teardowns: Array<() => unknown> = []
     const checks: Checks = {
-      ok: (v, msg) => { if (!v) failures.push(String(msg)) },
-      equal: (a, b, msg) => { if (a !== b) failures.push(`${String(msg)}: ${String(a)} !== ${String(b)}`) },
-      same: (a, b, msg) => { if (JSON.stringify(a) !== JSON.stringify(b)) failures.push(String(msg)) },
-      fail: (msg) => { failures.push(String(msg)) },
+      ok: (v, msg) => {
+        if (!v) failures.push(String(msg))
+      },
+      equal: (a, b, msg) => {
+        if (a !== b) failures.push(`${String(msg)}: ${String(a)} !== ${String(b)}`)
+      },
+      same: (a, b, msg) => {
+        if (JSON.stringify(a) !== JSON.stringify(b)) failures.push(String(msg))
+      },
+      fail: (msg) => {
+        failures.push(String(msg))
+      },
       comment: () => undefined,
-      teardown: (fn) => { teardowns.push(fn) },
+      teardown: (fn) => {
+        teardowns.push(fn)
+      },
     }
     try {
-      runs.push(await storeFaultChapter(checks, {
-        name: 'lmdb',
-        env: { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off', BURROW_DATA_DIR: dataDir, BURROW_DURABILITY: 'fsync' },
-        async breakStore(server) { fillDiskFor(server.child.pid!, join(dataDir, 'lmdb', 'data.mdb')) },
-        async healStore(server) { unlimitFileSize(server.child.pid!) },
-      }, TURNS))
+      runs.push(
+        await storeFaultChapter(
+          checks,
+          {
+            name: 'lmdb',
+            env: {
+              BURROW_SESSION_STORE: 'lmdb',
+              BURROW_MEMORY_STORE: 'off',
+              BURROW_COMPACTION: 'off',
+              BURROW_DATA_DIR: dataDir,
+              BURROW_DURABILITY: 'fsync',
+            },
+            async breakStore(server) {
+              fillDiskFor(server.child.pid!, join(dataDir, 'lmdb', 'data.mdb'))
+            },
+            async healStore(server) {
+              unlimitFileSize(server.child.pid!)
+            },
+          },
+          TURNS,
+        ),
+      )
     } finally {
       for (const fn of teardowns.reverse()) await fn()
       await rm(dataDir, { recursive: true, force: true })
@@ -56,19 +82,30 @@ export async function run(): Promise<BenchResult> {
   return {
     name: 'disk-full',
     title: 'Full disk under turns: no exit, STORE_UNAVAILABLE, readiness back by itself',
-    description: 'A real server process on LMDB (fsync). Its data file is capped at its current size with RLIMIT_FSIZE (`prlimit`), which makes LMDB writes fail with EFBIG exactly as on a full disk; at least 100 turns (2 KB inputs, four sessions) are tried while it lasts, with reads and `/readyz` checked along the way; then the cap is lifted and the time until `/readyz` answers 200 is measured; each session then takes a turn, and a fresh process on the same data directory must hold every acknowledged turn. The test suite runs the same chapter once (test/faults/lmdb-full-disk.test.ts).',
+    description:
+      'A real server process on LMDB (fsync). Its data file is capped at its current size with RLIMIT_FSIZE (`prlimit`), which makes LMDB writes fail with EFBIG exactly as on a full disk; at least 100 turns (2 KB inputs, four sessions) are tried while it lasts, with reads and `/readyz` checked along the way; then the cap is lifted and the time until `/readyz` answers 200 is measured; each session then takes a turn, and a fresh process on the same data directory must hold every acknowledged turn. The test suite runs the same chapter once (test/faults/lmdb-full-disk.test.ts).',
     config: { rounds: ROUNDS, 'turns per round while full': TURNS, durability: 'fsync', 'probe interval': '1 s' },
     metrics: [
       metric('turns tried while full, all rounds', turns, 'turns'),
-      metric('of which refused with STORE_UNAVAILABLE', runs.reduce((n, r) => n + r.refused, 0), 'turns'),
+      metric(
+        'of which refused with STORE_UNAVAILABLE',
+        runs.reduce((n, r) => n + r.refused, 0),
+        'turns',
+      ),
       metric('process exits', exits, 'exits'),
       metric('space freed → ready, median', recovery[Math.floor(recovery.length / 2)] ?? NaN, 'ms'),
       metric('space freed → ready, worst', maxRecovery, 'ms'),
-      metric('acknowledged turns checked after restart', runs.reduce((n, r) => n + r.acknowledged, 0), 'turns'),
+      metric(
+        'acknowledged turns checked after restart',
+        runs.reduce((n, r) => n + r.acknowledged, 0),
+        'turns',
+      ),
     ],
     targets,
     pass: targets.every((x) => x.pass),
-    notes: failures.length ? [`Failed checks: ${failures.slice(0, 10).join('; ')}`] : ['Every check of the fault chapter held in every round.'],
+    notes: failures.length
+      ? [`Failed checks: ${failures.slice(0, 10).join('; ')}`]
+      : ['Every check of the fault chapter held in every round.'],
     date: new Date().toISOString(),
     durationSeconds: (Date.now() - t0) / 1000,
   }

@@ -53,15 +53,23 @@ const pct = (x: number) => x * 100
 
 function dirSize(dir: string): number {
   let n = 0
-  for (const f of readdirSync(dir, { withFileTypes: true })) n += f.isDirectory() ? dirSize(join(dir, f.name)) : statSync(join(dir, f.name)).size
+  for (const f of readdirSync(dir, { withFileTypes: true }))
+    n += f.isDirectory() ? dirSize(join(dir, f.name)) : statSync(join(dir, f.name)).size
   return n
 }
 
 /** Unit vectors as one float32 matrix (row i = label i). */
 class Matrix {
   readonly data: Float32Array
-  constructor(readonly rows: number, readonly dim: number) { this.data = new Float32Array(rows * dim) }
-  set(i: number, v: readonly number[]): void { this.data.set(v, i * this.dim) }
+  constructor(
+    readonly rows: number,
+    readonly dim: number,
+  ) {
+    this.data = new Float32Array(rows * dim)
+  }
+  set(i: number, v: readonly number[]): void {
+    this.data.set(v, i * this.dim)
+  }
   dot(i: number, q: Float32Array): number {
     const d = this.data
     let s = 0
@@ -76,7 +84,10 @@ class Matrix {
     const dim = this.dim
     for (let i = 0, o = 0; i < rows; i++, o += dim) {
       // Four accumulators (dim is a multiple of 4 here): ~1.5× a plain loop in V8.
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0
+      let s0 = 0,
+        s1 = 0,
+        s2 = 0,
+        s3 = 0
       for (let j = 0; j < dim; j += 4) {
         s0 += d[o + j]! * q[j]!
         s1 += d[o + j + 1]! * q[j + 1]!
@@ -86,7 +97,11 @@ class Matrix {
       const s = s0 + s1 + s2 + s3
       if (s <= scores[k - 1]!) continue
       let p = k - 1
-      while (p > 0 && scores[p - 1]! < s) { scores[p] = scores[p - 1]!; labels[p] = labels[p - 1]!; p-- }
+      while (p > 0 && scores[p - 1]! < s) {
+        scores[p] = scores[p - 1]!
+        labels[p] = labels[p - 1]!
+        p--
+      }
       scores[p] = s
       labels[p] = i
     }
@@ -94,7 +109,12 @@ class Matrix {
   }
 }
 
-interface Eval { recall: number; recallById: number; qps: number; recallStore: number }
+interface Eval {
+  recall: number
+  recallById: number
+  qps: number
+  recallStore: number
+}
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
@@ -123,9 +143,21 @@ export async function run(): Promise<BenchResult> {
     let store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
     const internals = store as unknown as { indexes?: unknown }
     const stubbed = internals.indexes instanceof Map
-    const stub = { covered: 0, dirty: 0, add(label: number) { stub.covered = label + 1 }, remove() {}, search: () => [], point: () => undefined }
+    const stub = {
+      covered: 0,
+      dirty: 0,
+      add(label: number) {
+        stub.covered = label + 1
+      },
+      remove() {},
+      search: () => [],
+      point: () => undefined,
+    }
     if (stubbed) (internals.indexes as Map<string, unknown>).set(TENANT, stub)
-    else notes.push('`HnswMemoryStore` no longer keeps its indexes in a private `indexes` map: the ingest ran with the real index (built twice).')
+    else
+      notes.push(
+        '`HnswMemoryStore` no longer keeps its indexes in a private `indexes` map: the ingest ran with the real index (built twice).',
+      )
     const rss0 = rss()
     const i0 = performance.now()
     for (let i = 0; i < N; i += BATCH) await store.add(Array.from({ length: Math.min(BATCH, N - i) }, (_, j) => entry(i + j)))
@@ -164,7 +196,10 @@ export async function run(): Promise<BenchResult> {
     }
     const evaluate = (search: (v: number[], k: number) => Array<{ label: number }>, rounds = 3): Eval => {
       const results = queryVecs.map((v) => search(v, K))
-      const recallStore = recallAt(queryVecs.map((v) => search(v, K_STORE)), K_STORE)
+      const recallStore = recallAt(
+        queryVecs.map((v) => search(v, K_STORE)),
+        K_STORE,
+      )
       let best = Infinity
       for (let round = 0; round < rounds; round++) {
         const s0 = performance.now()
@@ -219,11 +254,20 @@ export async function run(): Promise<BenchResult> {
       metric(`recall@${K}, HNSW vs exact (efSearch ${DEFAULT_HNSW.efSearch}, default)`, pct(live.recall), '%'),
       metric(`search: queries/s, HNSW (efSearch ${DEFAULT_HNSW.efSearch}) vs exact scan`, live.qps, 'queries/s', exactQps),
       metric('search latency, HNSW (mean)', 1000 / live.qps, 'ms', 1000 / exactQps),
-      metric('indexFor() after reopen (load the saved file) vs rebuildIndex() from the entries (re-embedding them)', loadMs, 'ms', rebuildSeconds * 1000),
+      metric(
+        'indexFor() after reopen (load the saved file) vs rebuildIndex() from the entries (re-embedding them)',
+        loadMs,
+        'ms',
+        rebuildSeconds * 1000,
+      ),
       metric(`recall@${K_STORE} (what the store's search() asks the index for), default efSearch`, pct(live.recallStore), '%'),
       metric(`recall@${K} after reopen (loaded index, default efSearch)`, pct(reloaded.recall), '%'),
       metric(`HnswMemoryStore.open() with ${N.toLocaleString('en-US')} entries (before the index is touched)`, openStoreMs, 'ms'),
-      metric(`ingest of ${N.toLocaleString('en-US')} entries through add() without the HNSW insert (embed + LMDB), batches of ${BATCH}`, ingestSeconds, 's'),
+      metric(
+        `ingest of ${N.toLocaleString('en-US')} entries through add() without the HNSW insert (embed + LMDB), batches of ${BATCH}`,
+        ingestSeconds,
+        's',
+      ),
       metric(`rebuildIndex(): re-embed + HNSW build from LMDB entries, ${N.toLocaleString('en-US')} vectors`, rebuildSeconds, 's'),
       metric('build time, ingest + rebuild', ingestSeconds + rebuildSeconds, 's'),
       metric(`add() at ${N.toLocaleString('en-US')} entries, batches of 100 (embed + LMDB + HNSW insert)`, addMsPerEntry, 'ms/entry'),
@@ -250,7 +294,7 @@ export async function run(): Promise<BenchResult> {
       `Exact baseline: a tight float32 dot-product loop over all ${N.toLocaleString('en-US')} vectors in this process (faster than \`BruteForceMemoryStore.nearest\`, which maps and sorts every vector); ${(1000 / exactQps).toFixed(1)} ms per query. HNSW times are \`TenantIndex.search\` calls (best of 3 rounds of ${QUERIES} queries), without embedding the query.`,
       `Data: ${N.toLocaleString('en-US')} seeded short messages (${new Set(texts.slice(0, N)).size.toLocaleString('en-US')} distinct), ${dim} dimensions, ${QUERIES} held-out queries of the same generator (another seed). Generation ${genSeconds.toFixed(1)} s, embedding ${(N + EXTRA).toLocaleString('en-US')} texts ${embedSeconds.toFixed(1)} s (${Math.round((N + EXTRA) / embedSeconds).toLocaleString('en-US')} texts/s).`,
       stubbed
-        ? 'Build: the entries were written through `add()` with the tenant\'s in-memory index replaced by a no-op, then the index was built once by the timed `rebuildIndex()` (to keep the run near 90 s; a normal `add()` inserts each entry as it goes, and costs about the same in total).'
+        ? "Build: the entries were written through `add()` with the tenant's in-memory index replaced by a no-op, then the index was built once by the timed `rebuildIndex()` (to keep the run near 90 s; a normal `add()` inserts each entry as it goes, and costs about the same in total)."
         : 'Build: ingest with the real index, then rebuilt.',
       `Process RSS grew by ${(rssTotal / MiB).toFixed(0)} MiB over the run (the ${(matrix.data.byteLength / MiB).toFixed(0)} MiB float32 copy of the vectors for the exact scan was allocated before).`,
     )

@@ -41,9 +41,19 @@ function diskBytes(path: string): number {
 }
 
 /** entries/s over batches [from, to) given per-batch seconds. */
-const rate = (seconds: readonly number[], from: number, to: number) => ((to - from) * BATCH) / seconds.slice(from, to).reduce((a, s) => a + s, 0)
+const rate = (seconds: readonly number[], from: number, to: number) =>
+  ((to - from) * BATCH) / seconds.slice(from, to).reduce((a, s) => a + s, 0)
 
-async function throughApi(texts: readonly string[]): Promise<{ perBatch: number[]; found: boolean; bytes: number; stopSeconds: number; indexBytes: number; indexLabels: number; backlogAtEnd: number; catchUpSeconds: number }> {
+async function throughApi(texts: readonly string[]): Promise<{
+  perBatch: number[]
+  found: boolean
+  bytes: number
+  stopSeconds: number
+  indexBytes: number
+  indexLabels: number
+  backlogAtEnd: number
+  catchUpSeconds: number
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'burrow-mingest-'))
   const base = burrowEnv({ BURROW_MEMORY_STORE: 'hnsw', BURROW_SESSION_STORE: 'lmdb' })
   rmSync(base.BURROW_DATA_DIR!, { recursive: true, force: true })
@@ -62,7 +72,8 @@ async function throughApi(texts: readonly string[]): Promise<{ perBatch: number[
     const res = await fetch(`${server.url}/v1/memory/search?limit=1&q=${encodeURIComponent(last)}`)
     const found = ((await res.json()) as { results: Array<{ content: string }> }).results[0]?.content === last
     // The index fills in the background; /metrics says how many entries still wait.
-    const backlog = async () => Number(/^burrow_memory_index_backlog (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ?? NaN)
+    const backlog = async () =>
+      Number(/^burrow_memory_index_backlog (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ?? NaN)
     const backlogAtEnd = await backlog()
     const c0 = performance.now()
     while ((await backlog()) > 0) await sleep(50)
@@ -72,7 +83,16 @@ async function throughApi(texts: readonly string[]): Promise<{ perBatch: number[
     const stopSeconds = (performance.now() - s0) / 1000
     const hnswDir = join(dir, 'memory', 'hnsw')
     const indexFile = readdirSync(hnswDir).find((f) => f.endsWith('.bin'))
-    return { perBatch, found, bytes: diskBytes(dir), stopSeconds, indexBytes: diskBytes(hnswDir), indexLabels: Number(indexFile?.split('.')[1] ?? 0), backlogAtEnd, catchUpSeconds }
+    return {
+      perBatch,
+      found,
+      bytes: diskBytes(dir),
+      stopSeconds,
+      indexBytes: diskBytes(hnswDir),
+      indexLabels: Number(indexFile?.split('.')[1] ?? 0),
+      backlogAtEnd,
+      catchUpSeconds,
+    }
   } finally {
     await server.stop().catch(() => undefined)
     rmSync(dir, { recursive: true, force: true })
@@ -109,7 +129,18 @@ async function bareLmdb(texts: readonly string[]): Promise<number[]> {
       const t0 = performance.now()
       const now = new Date().toISOString()
       await db.transaction(() => {
-        texts.slice(i, i + BATCH).forEach((content, j) => void db.put([TENANT, i + j], { tenant: TENANT, content, session_id: null, turn: null, seq: null, id: randomUUID(), created_at: now }))
+        texts.slice(i, i + BATCH).forEach(
+          (content, j) =>
+            void db.put([TENANT, i + j], {
+              tenant: TENANT,
+              content,
+              session_id: null,
+              turn: null,
+              seq: null,
+              id: randomUUID(),
+              created_at: now,
+            }),
+        )
       })
       perBatch.push((performance.now() - t0) / 1000)
     }
@@ -136,7 +167,12 @@ export async function run(): Promise<BenchResult> {
     metric(`POST /v1/memory, batches of ${BATCH}, vs bare LMDB puts of the same records`, apiRate, 'entries/s', rate(floor, 0, batches)),
     metric('POST /v1/memory: first 10 % of the batches', first, 'entries/s'),
     metric('POST /v1/memory: last 10 % of the batches', last, 'entries/s'),
-    metric(`in-process store.add(), batches of ${BATCH}, vs bare LMDB puts`, rate(local.perBatch, 0, batches), 'entries/s', rate(floor, 0, batches)),
+    metric(
+      `in-process store.add(), batches of ${BATCH}, vs bare LMDB puts`,
+      rate(local.perBatch, 0, batches),
+      'entries/s',
+      rate(floor, 0, batches),
+    ),
     metric('in-process: HNSW index covers every entry, after the last add() answered', local.catchUpSeconds, 's'),
     metric('POST /v1/memory: entries not in the HNSW index yet when the last batch was answered (/metrics)', api.backlogAtEnd, 'entries'),
     metric('POST /v1/memory: then until the index covers every entry', api.catchUpSeconds, 's'),

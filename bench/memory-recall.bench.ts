@@ -29,7 +29,8 @@ import { isMain, metric, percentile, target, type BenchResult, type Metric } fro
 
 const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
 const { UseLiteEmbedder } = await appImport<typeof import('../src/memory/use-lite-embedder.js')>('memory/use-lite-embedder.js')
-const { CANDIDATES, exactMatches, fusionFor, rank } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
+const { CANDIDATES, exactMatches, fusionFor, rank } =
+  await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
 const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
 const { tokenize } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
 const { termFrequencies } = await appImport<typeof import('../src/memory/bm25.js')>('memory/bm25.js')
@@ -40,17 +41,34 @@ const MODES: Mode[] = ['vector', 'keyword', 'hybrid']
 const TENANT = 'bench'
 const pct = (x: number) => x * 100
 
-interface Lists { vector: Ranked[][]; keyword: Ranked[][]; hybrid: Ranked[][]; ms: Record<Mode, number[]> }
-interface EmbedderRun { name: string; id: string; lists: Lists; ingestPerS: number; loadMs: number; rssMb: number }
+interface Lists {
+  vector: Ranked[][]
+  keyword: Ranked[][]
+  hybrid: Ranked[][]
+  ms: Record<Mode, number[]>
+}
+interface EmbedderRun {
+  name: string
+  id: string
+  lists: Lists
+  ingestPerS: number
+  loadMs: number
+  rssMb: number
+}
 
 /** Recall@k (share of queries with a gold label in the top k) and MRR@10 over `idx`. */
 function scores(lists: readonly Ranked[][], qs: readonly DialogueQuery[], idx: readonly number[]) {
-  let r5 = 0, r10 = 0, mrr = 0
+  let r5 = 0,
+    r10 = 0,
+    mrr = 0
   for (const i of idx) {
     const gold = new Set(qs[i]!.gold)
     const at = lists[i]!.slice(0, 10).findIndex((h) => gold.has(h.label)) + 1
     if (at > 0 && at <= 5) r5++
-    if (at > 0) { r10++; mrr += 1 / at }
+    if (at > 0) {
+      r10++
+      mrr += 1 / at
+    }
   }
   const n = idx.length || 1
   return { r5: r5 / n, r10: r10 / n, mrr: mrr / n }
@@ -60,7 +78,11 @@ function scores(lists: readonly Ranked[][], qs: readonly DialogueQuery[], idx: r
  * Every corpus into its own fresh store (labels are a corpus's passage indices), every query of
  * it in each mode; the lists of all corpora concatenated in corpus order, as the queries are.
  */
-async function runEmbedder(name: string, open: () => Promise<Embedder & { close?: () => Promise<void> }>, corpora: readonly DialogueCorpus[]): Promise<EmbedderRun> {
+async function runEmbedder(
+  name: string,
+  open: () => Promise<Embedder & { close?: () => Promise<void> }>,
+  corpora: readonly DialogueCorpus[],
+): Promise<EmbedderRun> {
   const rss0 = process.memoryUsage().rss
   const l0 = performance.now()
   const embedder = await open()
@@ -105,8 +127,18 @@ const entries = (passages: readonly string[]) => passages.length.toLocaleString(
 /** The passages holding every identifier the query names, from postings built here with the service's tokenizer. */
 function exactSets(passages: string[], qs: DialogueQuery[]): Array<Set<number> | undefined> {
   const postings = new Map<string, Array<{ label: number; tf: number }>>()
-  passages.forEach((p, label) => { for (const [term, tf] of termFrequencies(tokenize(p))) { let l = postings.get(term); if (!l) postings.set(term, l = []); l.push({ label, tf }) } })
-  const source = { stats: () => ({ docs: passages.length, totalLength: 0 }), postings: (t: string) => postings.get(t) ?? [], length: () => 0 }
+  passages.forEach((p, label) => {
+    for (const [term, tf] of termFrequencies(tokenize(p))) {
+      let l = postings.get(term)
+      if (!l) postings.set(term, (l = []))
+      l.push({ label, tf })
+    }
+  })
+  const source = {
+    stats: () => ({ docs: passages.length, totalLength: 0 }),
+    postings: (t: string) => postings.get(t) ?? [],
+    length: () => 0,
+  }
   return qs.map((q) => exactMatches(source, q.text))
 }
 
@@ -125,7 +157,8 @@ export async function run(): Promise<BenchResult> {
   const qs = corpora.flatMap((c) => c.queries)
   const exact = corpora.flatMap((c) => exactSets(c.passages, c.queries))
   const passages = corpora.flatMap((c) => c.passages)
-  const half = (h: DialogueQuery['half'], type?: string) => qs.map((q, i) => (q.half === h && (!type || q.type === type) ? i : -1)).filter((i) => i >= 0)
+  const half = (h: DialogueQuery['half'], type?: string) =>
+    qs.map((q, i) => (q.half === h && (!type || q.type === type) ? i : -1)).filter((i) => i >= 0)
   const defaultEmbedder = loadConfig({}).embedder
 
   const runs: EmbedderRun[] = [await runEmbedder('hashed', async () => new HashedEmbedder(), corpora)]
@@ -147,7 +180,8 @@ export async function run(): Promise<BenchResult> {
       for (let k = 0; k <= 20; k++) {
         const w: FusionWeights = { vector: (20 - k) / 20, keyword: k / 20, normalisation }
         const fused = qs.map((_, i) => rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], w))
-        let sat = 0, mean = 0
+        let sat = 0,
+          mean = 0
         for (const type of DIALOGUE_TYPES) {
           const idx = half('tune', type)
           const h = scores(fused, qs, idx).r5
@@ -158,7 +192,9 @@ export async function run(): Promise<BenchResult> {
         // Every type at least as good as its best single signal first, then the mean recall@5.
         if (!best || sat > best.sat || (sat === best.sat && mean > best.mean + 1e-9)) best = { w, sat, mean }
       }
-      grid.push(`${r.name}, ${normalisation} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal, (n) = n types not below): ${row.join(' ')}`)
+      grid.push(
+        `${r.name}, ${normalisation} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal, (n) = n types not below): ${row.join(' ')}`,
+      )
     }
     bestOf.set(r.name, best!)
     console.log(grid.slice(-3).join('\n'))
@@ -168,7 +204,10 @@ export async function run(): Promise<BenchResult> {
   // -- the held-out half: what the report is about.
   const metrics: Metric[] = []
   const targets = []
-  const table: string[] = ['| embedder | query type (held-out n) | vector @5 / @10 | keyword @5 / @10 | hybrid @5 / @10 | hybrid MRR@10 | old RRF hybrid @5 |', '|---|---|---|---|---|---|---|']
+  const table: string[] = [
+    '| embedder | query type (held-out n) | vector @5 / @10 | keyword @5 / @10 | hybrid @5 / @10 | hybrid MRR@10 | old RRF hybrid @5 |',
+    '|---|---|---|---|---|---|---|',
+  ]
   for (const r of runs) {
     const old = qs.map((_, i) => rrf(r.lists.vector[i]!, r.lists.keyword[i]!))
     for (const type of [...DIALOGUE_TYPES, 'all']) {
@@ -176,20 +215,48 @@ export async function run(): Promise<BenchResult> {
       const s = Object.fromEntries(MODES.map((m) => [m, scores(r.lists[m], qs, idx)])) as Record<Mode, ReturnType<typeof scores>>
       const best = Math.max(s.vector.r5, s.keyword.r5)
       const f = (x: { r5: number; r10: number }) => `${pct(x.r5).toFixed(1)} / ${pct(x.r10).toFixed(1)}`
-      table.push(`| ${r.name} | ${type} (${idx.length}) | ${f(s.vector)} | ${f(s.keyword)} | ${f(s.hybrid)} | ${s.hybrid.mrr.toFixed(3)} | ${pct(scores(old, qs, idx).r5).toFixed(1)} |`)
-      for (const m of MODES) metrics.push(metric(`${r.name}, ${type}: recall@5, ${m}`, pct(s[m].r5), '%', m === 'hybrid' ? pct(best) : undefined))
+      table.push(
+        `| ${r.name} | ${type} (${idx.length}) | ${f(s.vector)} | ${f(s.keyword)} | ${f(s.hybrid)} | ${s.hybrid.mrr.toFixed(3)} | ${pct(scores(old, qs, idx).r5).toFixed(1)} |`,
+      )
+      for (const m of MODES)
+        metrics.push(metric(`${r.name}, ${type}: recall@5, ${m}`, pct(s[m].r5), '%', m === 'hybrid' ? pct(best) : undefined))
       if (type === 'all') for (const m of MODES) metrics.push(metric(`${r.name}, all: recall@10, ${m}`, pct(s[m].r10), '%'))
-      if (type !== 'all' && r.name === defaultEmbedder) targets.push(target(`${r.name}, ${type}: hybrid − max(vector, keyword) recall@5, held-out`, pct(s.hybrid.r5 - best), '>=', 0, 'points'))
+      if (type !== 'all' && r.name === defaultEmbedder)
+        targets.push(
+          target(`${r.name}, ${type}: hybrid − max(vector, keyword) recall@5, held-out`, pct(s.hybrid.r5 - best), '>=', 0, 'points'),
+        )
     }
-    for (const m of MODES) metrics.push(metric(`${r.name}: search latency p50, ${m}`, percentile([...r.lists.ms[m]].sort((a, b) => a - b), 50), 'ms'))
-    metrics.push(metric(`${r.name}: add() in batches of 250 until every passage is embedded and in the HNSW index`, r.ingestPerS, 'passages/s'))
+    for (const m of MODES)
+      metrics.push(
+        metric(
+          `${r.name}: search latency p50, ${m}`,
+          percentile(
+            [...r.lists.ms[m]].sort((a, b) => a - b),
+            50,
+          ),
+          'ms',
+        ),
+      )
+    metrics.push(
+      metric(`${r.name}: add() in batches of 250 until every passage is embedded and in the HNSW index`, r.ingestPerS, 'passages/s'),
+    )
     metrics.push(metric(`${r.name}: embedder start-up`, r.loadMs, 'ms'))
     metrics.push(metric(`${r.name}: process RSS growth over the run`, r.rssMb, 'MB'))
   }
   // The store's hybrid must be rank() with the frozen weights on the same candidates (the grid's premise).
   // (They can differ where HNSW's answer depends on its search breadth: a vector-only query searches at
   // efSearch, a hybrid query's vector side at efHybrid.)
-  const differ = runs.map((r) => `${r.name} ${qs.filter((_, i) => rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], fusionFor(r.id)).map((h) => h.label).join() !== r.lists.hybrid[i]!.map((h) => h.label).join()).length}`)
+  const differ = runs.map(
+    (r) =>
+      `${r.name} ${
+        qs.filter(
+          (_, i) =>
+            rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], fusionFor(r.id))
+              .map((h) => h.label)
+              .join() !== r.lists.hybrid[i]!.map((h) => h.label).join(),
+        ).length
+      }`,
+  )
 
   return {
     name: 'memory-recall',
@@ -200,7 +267,12 @@ export async function run(): Promise<BenchResult> {
       'queries tuning / held-out': `${half('tune').length} / ${half('held-out').length}`,
       embedders: runs.map((r) => r.id).join(', ') + (liteSkipped ? ` (use-lite skipped: ${liteSkipped})` : ''),
       'default embedder (BURROW_EMBEDDER unset)': defaultEmbedder,
-      fusion: runs.map((r) => { const f = fusionFor(r.id); return `${r.name}: ${f.normalisation}, vector ${f.vector}, keyword ${f.keyword}` }).join('; '),
+      fusion: runs
+        .map((r) => {
+          const f = fusionFor(r.id)
+          return `${r.name}: ${f.normalisation}, vector ${f.vector}, keyword ${f.keyword}`
+        })
+        .join('; '),
       'corpus seeds': seeds.join(', '),
     },
     metrics,
@@ -208,7 +280,7 @@ export async function run(): Promise<BenchResult> {
     pass: targets.every((t) => t.pass),
     notes: [
       `Held-out recall (%), per query type and embedder:\n\n${table.join('\n')}\n`,
-      `Best fusion on the tuning half per embedder: ${runs.map((r) => `${r.name} ${JSON.stringify(bestOf.get(r.name))}`).join('; ')}. The frozen weights (\`FUSION_BY_EMBEDDER\`): ${runs.map((r) => `${r.name} ${JSON.stringify(fusionFor(r.id))}`).join("; ")}.`,
+      `Best fusion on the tuning half per embedder: ${runs.map((r) => `${r.name} ${JSON.stringify(bestOf.get(r.name))}`).join('; ')}. The frozen weights (\`FUSION_BY_EMBEDDER\`): ${runs.map((r) => `${r.name} ${JSON.stringify(fusionFor(r.id))}`).join('; ')}.`,
       `Queries whose store hybrid result differs from \`rank()\` with \`fusionFor(embedder)\` applied to the vector and keyword candidate lists and the exact-match sets computed here (the grid's premise; HNSW's breadth differs between a vector query and a hybrid query's vector side): ${differ.join(', ')} of ${qs.length}.`,
       `Grid (tuning half): ${grid.join(' — ')}`,
     ],

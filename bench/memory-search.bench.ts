@@ -44,12 +44,14 @@ const HEADERS = { 'content-type': 'application/json' }
 /** 3–5 content words of a held-out message, in order. */
 function makeQueries(n: number): string[] {
   const r = new Rng(4242)
-  return shortTexts(n, 99).map((text) => {
-    const words = (text.match(/[A-Za-z][A-Za-z'-]{2,}/g) ?? []).filter((w) => !STOPWORDS.has(w.toLowerCase()))
-    const k = Math.min(words.length, r.range(3, 5))
-    const start = r.range(0, Math.max(0, words.length - k))
-    return words.slice(start, start + k).join(' ')
-  }).filter((q) => q.split(' ').length >= 3)
+  return shortTexts(n, 99)
+    .map((text) => {
+      const words = (text.match(/[A-Za-z][A-Za-z'-]{2,}/g) ?? []).filter((w) => !STOPWORDS.has(w.toLowerCase()))
+      const k = Math.min(words.length, r.range(3, 5))
+      const start = r.range(0, Math.max(0, words.length - k))
+      return words.slice(start, start + k).join(' ')
+    })
+    .filter((q) => q.split(' ').length >= 3)
 }
 
 async function ingest(server: ServerChild, texts: readonly string[], from: number, to: number): Promise<number> {
@@ -80,7 +82,9 @@ async function apiLoad(server: ServerChild, queries: readonly string[]): Promise
     hits += ((await res.json()) as { results: unknown[] }).results.length
   }
   const load = await runLoad(server, {
-    url: server.url, connections: CONNECTIONS, duration: DURATION,
+    url: server.url,
+    connections: CONNECTIONS,
+    duration: DURATION,
     requests: queries.map((q) => ({ method: 'GET' as const, path: searchPath(q) })),
   })
   return { ...load, hits }
@@ -148,12 +152,17 @@ export async function run(): Promise<BenchResult> {
       }
       rounds.push({ n, ingestS, api, local: await inProcess(dir, queries) })
     }
-    const [small, large] = rounds as [typeof rounds[0], typeof rounds[0]]
+    const [small, large] = rounds as [(typeof rounds)[0], (typeof rounds)[0]]
     const cpuMs = (r: typeof small) => (r.api.serverCpu * 1000) / r.api.reqPerSec
     for (const r of rounds) {
       const at = `${r.n.toLocaleString('en-US')} entries`
       metrics.push(
-        metric(`${at}: GET /v1/memory/search (hybrid, k ${K}), ${CONNECTIONS} connections, vs hnswlib alone (ef ${EF}, k ${K})`, r.api.reqPerSec, 'queries/s', r.local.hnsw),
+        metric(
+          `${at}: GET /v1/memory/search (hybrid, k ${K}), ${CONNECTIONS} connections, vs hnswlib alone (ef ${EF}, k ${K})`,
+          r.api.reqPerSec,
+          'queries/s',
+          r.local.hnsw,
+        ),
         metric(`${at}: in-process store.search() hybrid vs hnswlib alone`, r.local.hybrid, 'queries/s', r.local.hnsw),
         metric(`${at}: in-process store.search() keyword only (BM25)`, r.local.keyword, 'queries/s'),
         metric(`${at}: API server CPU per query`, cpuMs(r), 'ms'),
@@ -164,17 +173,43 @@ export async function run(): Promise<BenchResult> {
         metric(`${at}: entries waiting for the HNSW index when the last batch was answered`, backlogs[rounds.indexOf(r)]!, 'entries'),
         metric(`${at}: then until none waits (searches start after)`, catchUps[rounds.indexOf(r)]!, 's'),
       )
-      if (r.api.non2xx || r.api.errors || r.api.timeouts) notes.push(`${at}: ${r.api.non2xx} non-2xx, ${r.api.errors} errors, ${r.api.timeouts} timeouts (${JSON.stringify(r.api.statusCodes)}).`)
+      if (r.api.non2xx || r.api.errors || r.api.timeouts)
+        notes.push(
+          `${at}: ${r.api.non2xx} non-2xx, ${r.api.errors} errors, ${r.api.timeouts} timeouts (${JSON.stringify(r.api.statusCodes)}).`,
+        )
       if (r.api.hits === 0) notes.push(`${at}: the warm-up queries found nothing — the measurement is void.`)
     }
     const targets = [
-      target(`API queries/s / hnswlib alone queries/s at ${N.toLocaleString('en-US')}`, small.api.reqPerSec / small.local.hnsw, '>=', 0.25, '×'),
-      target(`in-process hybrid queries/s / hnswlib alone at ${N.toLocaleString('en-US')}`, small.local.hybrid / small.local.hnsw, '>=', 0.5, '×'),
-      target(`API server CPU per query at ${N2.toLocaleString('en-US')} / at ${N.toLocaleString('en-US')}`, cpuMs(large) / cpuMs(small), '<=', 1.5, '×'),
+      target(
+        `API queries/s / hnswlib alone queries/s at ${N.toLocaleString('en-US')}`,
+        small.api.reqPerSec / small.local.hnsw,
+        '>=',
+        0.25,
+        '×',
+      ),
+      target(
+        `in-process hybrid queries/s / hnswlib alone at ${N.toLocaleString('en-US')}`,
+        small.local.hybrid / small.local.hnsw,
+        '>=',
+        0.5,
+        '×',
+      ),
+      target(
+        `API server CPU per query at ${N2.toLocaleString('en-US')} / at ${N.toLocaleString('en-US')}`,
+        cpuMs(large) / cpuMs(small),
+        '<=',
+        1.5,
+        '×',
+      ),
     ]
     notes.push(
       `Issue 14 measured, before this change, 6.5 queries/s and ~145 ms server CPU per query through the API at 20,000 entries (2 cores), linear in the corpus; hnswlib alone ~1,900 queries/s.`,
-      `Queries: ${queries.length} of 3–5 content words from held-out messages (seed 99), e.g. ${queries.slice(0, 3).map((q) => `"${q}"`).join(', ')}. Messages average ${meanChars.toFixed(0)} characters. Warm-up answers held ${small.api.hits} / ${large.api.hits} hits for 50 queries.`,
+      `Queries: ${queries.length} of 3–5 content words from held-out messages (seed 99), e.g. ${queries
+        .slice(0, 3)
+        .map((q) => `"${q}"`)
+        .join(
+          ', ',
+        )}. Messages average ${meanChars.toFixed(0)} characters. Warm-up answers held ${small.api.hits} / ${large.api.hits} hits for 50 queries.`,
       `The server and autocannon share the machine's CPUs; server CPU per query = the server's CPU time over the run / queries answered. The in-process figures are best of 3 rounds, sequential, in this process (${HashedEmbedder.name}; hybrid includes embedding the query). The server's store searches hybrid queries' vector side at ef ${DEFAULT_HNSW.efHybrid ?? DEFAULT_HNSW.efSearch} and asks for ${CANDIDATES} candidates per signal; the hnswlib figure is the index alone at ef ${EF}, k ${K}.`,
       'Searches start once `burrow_memory_index_backlog` on /metrics is 0: `POST /v1/memory` answers before the HNSW index takes the entries, and until it has, every search also scans the waiting vectors exactly — after a bulk import that costs milliseconds per query for as long as the backlog lasts (the waiting entries and the catch-up time are in the table). This measures steady-state search.',
     )
@@ -182,7 +217,16 @@ export async function run(): Promise<BenchResult> {
       name: 'memory-search',
       title: `Memory search at ${N.toLocaleString('en-US')} and ${N2.toLocaleString('en-US')} entries: API and in-process hybrid vs hnswlib alone`,
       description: `A Burrow server (HNSW memory store, hashed embedder) filled through \`POST /v1/memory\` with ${N.toLocaleString('en-US')}, then ${N2.toLocaleString('en-US')} short chat-like messages; \`GET /v1/memory/search\` under autocannon, then the same data dir opened in-process: hnswlib alone (ef ${EF}, k ${K}), hybrid \`store.search()\` and keyword-only search, in the same run.`,
-      config: { entries: N, 'entries (large)': N2, queries: queries.length, k: K, connections: CONNECTIONS, 'duration per API run': `${DURATION} s`, durability: 'relaxed', embedder: new HashedEmbedder().id },
+      config: {
+        entries: N,
+        'entries (large)': N2,
+        queries: queries.length,
+        k: K,
+        connections: CONNECTIONS,
+        'duration per API run': `${DURATION} s`,
+        durability: 'relaxed',
+        embedder: new HashedEmbedder().id,
+      },
       metrics,
       targets,
       pass: targets.every((t) => t.pass),

@@ -14,7 +14,17 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from 
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { REPO_ROOT } from './lib/child.js'
-import { machine, otherLoad, parseAnalysis, parseSections, renderDoc, renderError, renderSection, usage, type Section } from './lib/report.js'
+import {
+  machine,
+  otherLoad,
+  parseAnalysis,
+  parseSections,
+  renderDoc,
+  renderError,
+  renderSection,
+  usage,
+  type Section,
+} from './lib/report.js'
 import { sleep, type BenchResult } from './lib/types.js'
 
 const BENCH_DIR = join(REPO_ROOT, 'bench')
@@ -27,7 +37,10 @@ const args = process.argv.slice(2)
 const flags = new Set(args.filter((a) => a.startsWith('--')))
 const wanted = args.filter((a) => !a.startsWith('--')).map((a) => a.replace(/^bench\//, '').replace(/\.bench\.ts$/, ''))
 
-const available = readdirSync(BENCH_DIR).filter((f) => f.endsWith('.bench.ts')).map((f) => f.slice(0, -'.bench.ts'.length)).sort()
+const available = readdirSync(BENCH_DIR)
+  .filter((f) => f.endsWith('.bench.ts'))
+  .map((f) => f.slice(0, -'.bench.ts'.length))
+  .sort()
 const unknown = wanted.filter((w) => !available.includes(w))
 if (unknown.length) {
   console.error(`unknown benchmark(s): ${unknown.join(', ')}; available: ${available.join(', ')}`)
@@ -42,12 +55,17 @@ for (const [i, name] of toRun.entries()) {
   if (i > 0) await sleep(2_000) // let the previous server's sockets and memory settle
   let m = await machine()
   // Wait (up to QUIET_WAIT_S) for other work on the machine to calm down: the numbers are only as good as the quiet.
-  for (const t0 = Date.now(); !flags.has('--no-wait') && m.busyBefore !== null && m.busyBefore > QUIET_BUSY && Date.now() - t0 < QUIET_WAIT_S * 1000;) {
+  for (
+    const t0 = Date.now();
+    !flags.has('--no-wait') && m.busyBefore !== null && m.busyBefore > QUIET_BUSY && Date.now() - t0 < QUIET_WAIT_S * 1000;
+  ) {
     console.log(`  waiting for a quiet machine (CPUs ${(m.busyBefore * 100).toFixed(0)} % busy)…`)
     await sleep(2_000)
     m = await machine()
   }
-  console.log(`\n=== ${name} (load ${m.load.toFixed(2)}${m.busyBefore === null ? '' : `, CPUs ${(m.busyBefore * 100).toFixed(0)} % busy`}) ===`)
+  console.log(
+    `\n=== ${name} (load ${m.load.toFixed(2)}${m.busyBefore === null ? '' : `, CPUs ${(m.busyBefore * 100).toFixed(0)} % busy`}) ===`,
+  )
   const u0 = usage()
   try {
     const mod = (await import(pathToFileURL(join(BENCH_DIR, `${name}.bench.ts`)).href)) as { run?: () => Promise<BenchResult> }
@@ -57,7 +75,10 @@ for (const [i, name] of toRun.entries()) {
     if (r.name !== name) throw new Error(`bench/${name}.bench.ts returned a result named '${r.name}'`)
     if (!r.pass) missed = true
     console.log(`${r.pass ? 'PASS' : 'FAIL'} ${r.title} (${r.durationSeconds.toFixed(0)} s)`)
-    for (const mt of r.metrics) console.log(`  ${mt.name}: ${mt.value.toFixed(2)} ${mt.unit}${mt.baseline === undefined ? '' : ` (baseline ${mt.baseline.toFixed(2)}, ratio ${(mt.ratio ?? NaN).toFixed(3)})`}`)
+    for (const mt of r.metrics)
+      console.log(
+        `  ${mt.name}: ${mt.value.toFixed(2)} ${mt.unit}${mt.baseline === undefined ? '' : ` (baseline ${mt.baseline.toFixed(2)}, ratio ${(mt.ratio ?? NaN).toFixed(3)})`}`,
+      )
     for (const t of r.targets) console.log(`  [${t.pass ? 'PASS' : 'FAIL'}] ${t.name}: ${t.actual.toFixed(3)} ${t.op} ${t.limit}`)
     if (m.otherDuring != null) console.log(`  other processes used ${(m.otherDuring * 100).toFixed(0)} % of all CPUs during the run`)
     fresh.push(renderSection(r, m))
@@ -76,7 +97,13 @@ if (!flags.has('--no-write')) {
   // Benchmarks in file order, then sections of benchmarks that no longer exist (kept as they were).
   const order = [...available.filter((n) => byName.has(n)), ...[...byName.keys()].filter((n) => !available.includes(n)).sort()]
   mkdirSync(join(REPO_ROOT, 'docs'), { recursive: true })
-  writeFileSync(DOC, renderDoc(order.map((n) => byName.get(n)!), parseAnalysis(old)))
+  writeFileSync(
+    DOC,
+    renderDoc(
+      order.map((n) => byName.get(n)!),
+      parseAnalysis(old),
+    ),
+  )
   console.log(`\nwrote ${DOC} (${fresh.length} section(s) updated, ${order.length - fresh.length} kept)`)
 }
 process.exit(crashed || (missed && flags.has('--strict')) ? 1 : 0)

@@ -43,12 +43,23 @@ const JITTER_MS = 40
 const MODEL = 'openai:gpt-4o-mini'
 
 const ENV: Record<string, string> = {
-  HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info',
-  BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off',
-  BURROW_SHUTDOWN_GRACE_MS: String(GRACE_MS), OPENAI_API_KEY: 'k',
+  HOST: '127.0.0.1',
+  PORT: '0',
+  LOG_LEVEL: 'info',
+  BURROW_SESSION_STORE: 'lmdb',
+  BURROW_DURABILITY: 'fsync',
+  BURROW_MEMORY_STORE: 'off',
+  BURROW_COMPACTION: 'off',
+  BURROW_SHUTDOWN_GRACE_MS: String(GRACE_MS),
+  OPENAI_API_KEY: 'k',
 }
 
-interface Server { child: ChildProcess; url: string; lines: any[]; stderr: string[] }
+interface Server {
+  child: ChildProcess
+  url: string
+  lines: any[]
+  stderr: string[]
+}
 
 /** The real entry point in a child process; resolves on its start-up line (which carries the address). */
 function startServer(env: Record<string, string>): Promise<Server> {
@@ -68,7 +79,9 @@ function startServer(env: Record<string, string>): Promise<Server> {
           const j = JSON.parse(line)
           lines.push(j)
           if (j.address) resolve({ child, url: j.address, lines, stderr })
-        } catch { /* not a log line */ }
+        } catch {
+          /* not a log line */
+        }
       }
     })
     child.once('exit', (code, signal) => reject(new Error(`server exited before listening (${code ?? signal}): ${stderr.join('')}`)))
@@ -107,7 +120,8 @@ function planFor(run: number): TurnPlan[] {
   }))
 }
 
-type Verdict = 'finished-delivered' | 'finished-lost' | 'interrupted-delivered' | 'interrupted-lost' | 'acknowledged-not-logged' | 'not-closed'
+type Verdict =
+  'finished-delivered' | 'finished-lost' | 'interrupted-delivered' | 'interrupted-lost' | 'acknowledged-not-logged' | 'not-closed'
 
 /** What the log says of each turn (after a restart), against what its client got. */
 async function judgeRun(url: string, run: ShutdownRun): Promise<Verdict[]> {
@@ -118,7 +132,11 @@ async function judgeRun(url: string, run: ShutdownRun): Promise<Verdict[]> {
     if (res.statusCode !== 200) throw new Error(`event-log ${r.sessionId}: ${res.statusCode}`)
     const end = page.events.find((e) => e.turn === 1 && (e.type === 'turn_completed' || e.type === 'turn_failed'))
     if (end?.type === 'turn_completed') {
-      out.push(r.outcome === 'completed' && r.outputText === end.data.output_text && r.outputText === r.text ? 'finished-delivered' : 'finished-lost')
+      out.push(
+        r.outcome === 'completed' && r.outputText === end.data.output_text && r.outputText === r.text
+          ? 'finished-delivered'
+          : 'finished-lost',
+      )
     } else if (end?.type === 'turn_failed' && end.data.reason === 'shutdown') {
       out.push(r.outcome === 'interrupted' && r.reason === 'shutdown' ? 'interrupted-delivered' : 'interrupted-lost')
     } else {
@@ -148,7 +166,15 @@ async function oneRun(i: number, fake: FakeLlmServer): Promise<RunRecord> {
     const plan = planFor(i)
     let run: ShutdownRun
     try {
-      run = await runShutdownScenario({ url: server.url, child: server.child, fake, model: MODEL, plan, subscribers: true, exitTimeoutMs: GRACE_MS + 20_000 })
+      run = await runShutdownScenario({
+        url: server.url,
+        child: server.child,
+        fake,
+        model: MODEL,
+        plan,
+        subscribers: true,
+        exitTimeoutMs: GRACE_MS + 20_000,
+      })
     } finally {
       await stopServer(server)
     }
@@ -161,12 +187,18 @@ async function oneRun(i: number, fake: FakeLlmServer): Promise<RunRecord> {
     }
     const bad = run.turns.findIndex((_, k) => !verdicts[k]!.endsWith('-delivered'))
     return {
-      verdicts, exitCode: run.exitCode, timedOut: run.timedOut, exitMs: run.exitMs,
+      verdicts,
+      exitCode: run.exitCode,
+      timedOut: run.timedOut,
+      exitMs: run.exitMs,
       drain: server.lines.find((l) => l.msg === 'http drained'),
       subscribers: run.subscribers.length,
-      subscribersClosed: run.subscribers.filter((s) => s.error === null && s.frames.at(-1)?.event === 'stream_closed' && s.frames.at(-1)?.data?.data?.reason === 'shutdown').length,
+      subscribersClosed: run.subscribers.filter(
+        (s) => s.error === null && s.frames.at(-1)?.event === 'stream_closed' && s.frames.at(-1)?.data?.data?.reason === 'shutdown',
+      ).length,
       inFlightAtSignal: plan.filter((p) => p.finishAt === null || p.finishAt > 0).length,
-      firstProblem: bad < 0 ? null : `run ${i + 1}, turn #${bad} over ${run.turns[bad]!.kind}: ${verdicts[bad]} (${run.turns[bad]!.detail})`,
+      firstProblem:
+        bad < 0 ? null : `run ${i + 1}, turn #${bad} over ${run.turns[bad]!.kind}: ${verdicts[bad]} (${run.turns[bad]!.detail})`,
     }
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
@@ -184,9 +216,12 @@ export async function run(): Promise<BenchResult> {
       const r = await oneRun(i, fake)
       runs.push(r)
       const count = (v: Verdict) => r.verdicts.filter((x) => x === v).length
-      log(`run ${i + 1}/${RUNS}: finished ${count('finished-delivered')}/${count('finished-delivered') + count('finished-lost')} delivered, ` +
-        `interrupted ${count('interrupted-delivered')}/${count('interrupted-delivered') + count('interrupted-lost')} delivered, ` +
-        `exit ${r.timedOut ? 'timed out' : r.exitCode} after ${r.exitMs.toFixed(0)} ms` + (r.firstProblem ? `; ${r.firstProblem}` : ''))
+      log(
+        `run ${i + 1}/${RUNS}: finished ${count('finished-delivered')}/${count('finished-delivered') + count('finished-lost')} delivered, ` +
+          `interrupted ${count('interrupted-delivered')}/${count('interrupted-delivered') + count('interrupted-lost')} delivered, ` +
+          `exit ${r.timedOut ? 'timed out' : r.exitCode} after ${r.exitMs.toFixed(0)} ms` +
+          (r.firstProblem ? `; ${r.firstProblem}` : ''),
+      )
     }
   } finally {
     await fake.close()
@@ -199,20 +234,40 @@ export async function run(): Promise<BenchResult> {
   const pct = (a: number, b: number) => (b === 0 ? NaN : (100 * a) / b)
   const badExits = runs.filter((r) => r.timedOut || r.exitCode !== 0).length
   const exitMs = runs.map((r) => r.exitMs).sort((a, b) => a - b)
-  const drainMs = runs.map((r) => r.drain?.ms ?? NaN).filter(Number.isFinite).sort((a, b) => a - b)
+  const drainMs = runs
+    .map((r) => r.drain?.ms ?? NaN)
+    .filter(Number.isFinite)
+    .sort((a, b) => a - b)
   const subs = runs.reduce((a, r) => a + r.subscribers, 0)
   const subsClosed = runs.reduce((a, r) => a + r.subscribersClosed, 0)
   const forced = runs.filter((r) => r.drain?.forced !== false).length
   const unlogged = n('acknowledged-not-logged') + n('not-closed')
 
   const targets = [
-    target('turns finished within the grace period whose full answer was delivered', pct(n('finished-delivered'), finished), '>=', 100, '%'),
-    target('turns interrupted at the end of the grace period whose INTERRUPTED answer was delivered', pct(n('interrupted-delivered'), interrupted), '>=', 100, '%'),
+    target(
+      'turns finished within the grace period whose full answer was delivered',
+      pct(n('finished-delivered'), finished),
+      '>=',
+      100,
+      '%',
+    ),
+    target(
+      'turns interrupted at the end of the grace period whose INTERRUPTED answer was delivered',
+      pct(n('interrupted-delivered'), interrupted),
+      '>=',
+      100,
+      '%',
+    ),
     target('runs with a non-zero exit (or no exit)', badExits, '<=', 0, ''),
     target('runs with turns in flight at SIGTERM', runs.filter((r) => r.inFlightAtSignal > 0).length, '>=', 20, ''),
   ]
   const metrics = [
-    metric('full answers delivered (baseline: turns finished within the grace period, from the log)', n('finished-delivered'), 'turns', finished),
+    metric(
+      'full answers delivered (baseline: turns finished within the grace period, from the log)',
+      n('finished-delivered'),
+      'turns',
+      finished,
+    ),
     metric('INTERRUPTED answers delivered (baseline: turns interrupted, from the log)', n('interrupted-delivered'), 'turns', interrupted),
     metric('subscriber streams ending with stream_closed (shutdown) (baseline: subscribers)', subsClosed, 'streams', subs),
     metric('answers acknowledged but not in the log, or turns left open', unlogged, 'turns'),
@@ -226,7 +281,13 @@ export async function run(): Promise<BenchResult> {
   const notes = [
     `${RUNS} runs × ${TURNS} turns = ${all.length} turns; per run ${Math.round(runs.reduce((a, r) => a + r.inFlightAtSignal, 0) / RUNS)} on average were still running at SIGTERM. ` +
       `${finished} finished within the grace period, ${interrupted} were interrupted at its end.`,
-    `Exit codes: ${JSON.stringify(runs.reduce<Record<string, number>>((m, r) => { const k = r.timedOut ? 'timed out' : String(r.exitCode); m[k] = (m[k] ?? 0) + 1; return m }, {}))}.`,
+    `Exit codes: ${JSON.stringify(
+      runs.reduce<Record<string, number>>((m, r) => {
+        const k = r.timedOut ? 'timed out' : String(r.exitCode)
+        m[k] = (m[k] ?? 0) + 1
+        return m
+      }, {}),
+    )}.`,
     'SIGTERM → exit includes the grace period (turns still running at its end are interrupted) and closing the LMDB environment; ' +
       'the drain is what follows the turns: answers flushed, kept-alive sockets closed.',
     problems.length ? `First problems: ${problems.slice(0, 3).join('; ')}.` : 'No turn lost its answer.',
@@ -244,8 +305,13 @@ export async function run(): Promise<BenchResult> {
       '(reason `shutdown`). The baseline column is the number of turns each answer is owed to.',
     ].join(' '),
     config: {
-      runs: RUNS, 'turns per run': TURNS, 'grace period (ms)': GRACE_MS, 'answers end (ms after SIGTERM)': `${FIRST_FINISH_MS} … ${GRACE_MS + PAST_GRACE_MS}`,
-      durability: 'fsync', capabilities: capabilitySummary(ENV), model: `${MODEL} (fake LLM, OpenAI wire format)`,
+      runs: RUNS,
+      'turns per run': TURNS,
+      'grace period (ms)': GRACE_MS,
+      'answers end (ms after SIGTERM)': `${FIRST_FINISH_MS} … ${GRACE_MS + PAST_GRACE_MS}`,
+      durability: 'fsync',
+      capabilities: capabilitySummary(ENV),
+      model: `${MODEL} (fake LLM, OpenAI wire format)`,
     },
     metrics,
     targets,

@@ -56,21 +56,34 @@ class Subscriber {
   open(url: string): Promise<void> {
     return new Promise((resolve, reject) => {
       const req = http.get(url, { agent: false, headers: { accept: 'text/event-stream' } }, (res) => {
-        if (res.statusCode !== 200) { reject(new Error(`GET events → ${res.statusCode}`)); res.resume(); return }
+        if (res.statusCode !== 200) {
+          reject(new Error(`GET events → ${res.statusCode}`))
+          res.resume()
+          return
+        }
         res.setEncoding('utf8')
         res.on('data', (chunk: string) => {
           this.feed(chunk, now())
           if (this.connected) resolve()
         })
-        res.on('end', () => { this.ended = true })
-        res.on('error', () => { this.ended = true })
+        res.on('end', () => {
+          this.ended = true
+        })
+        res.on('error', () => {
+          this.ended = true
+        })
       })
-      req.on('error', (err) => { this.ended = true; reject(err) })
+      req.on('error', (err) => {
+        this.ended = true
+        reject(err)
+      })
       this.req = req
     })
   }
 
-  close(): void { this.req?.destroy() }
+  close(): void {
+    this.req?.destroy()
+  }
 
   private feed(chunk: string, t: number): void {
     const buf = this.buf + chunk
@@ -140,7 +153,9 @@ export async function run(): Promise<BenchResult> {
     const beforeProc = server.procRss()
 
     const firstFrame = new Map<number, string>()
-    const onStored = (seq: number, f: string) => { if (!firstFrame.has(seq)) firstFrame.set(seq, f) }
+    const onStored = (seq: number, f: string) => {
+      if (!firstFrame.has(seq)) firstFrame.set(seq, f)
+    }
     log(`connecting ${SUBSCRIBERS} subscribers to ${session}`)
     const c0 = performance.now()
     for (let i = 0; i < SUBSCRIBERS; i += CONNECT_CONCURRENCY) {
@@ -176,7 +191,8 @@ export async function run(): Promise<BenchResult> {
     eld.disable()
     const clientCpu = process.cpuUsage(clientCpu0)
     const afterRaw = await server.stats(false)
-    const serverCpuShare = (afterRaw.cpuUserUs + afterRaw.cpuSystemUs - serverCpu0.cpuUserUs - serverCpu0.cpuSystemUs) / (deliveredSeconds * 1e6)
+    const serverCpuShare =
+      (afterRaw.cpuUserUs + afterRaw.cpuSystemUs - serverCpu0.cpuUserUs - serverCpu0.cpuSystemUs) / (deliveredSeconds * 1e6)
     const clientCpuShare = (clientCpu.user + clientCpu.system) / (deliveredSeconds * 1e6)
     const afterProcRaw = server.procRss()
     const after = await server.stats(true)
@@ -237,9 +253,14 @@ export async function run(): Promise<BenchResult> {
         'subscribers connect (after a warm-up session with one subscriber) and after they are connected and every event is delivered.',
       ].join(' '),
       config: {
-        subscribers: SUBSCRIBERS, turns: TURNS, 'stored events per subscriber': expected, 'connect concurrency': CONNECT_CONCURRENCY,
-        model: 'offline:echo', 'heartbeat (ms)': ENV.BURROW_SSE_HEARTBEAT_MS ?? '15000 (default)',
-        'queue limit': ENV.BURROW_SSE_QUEUE_LIMIT ?? '1024 (default)', capabilities: capabilitySummary(ENV),
+        subscribers: SUBSCRIBERS,
+        turns: TURNS,
+        'stored events per subscriber': expected,
+        'connect concurrency': CONNECT_CONCURRENCY,
+        model: 'offline:echo',
+        'heartbeat (ms)': ENV.BURROW_SSE_HEARTBEAT_MS ?? '15000 (default)',
+        'queue limit': ENV.BURROW_SSE_QUEUE_LIMIT ?? '1024 (default)',
+        capabilities: capabilitySummary(ENV),
       },
       metrics: [
         metric('delivery latency p50', p50, 'ms'),

@@ -28,7 +28,8 @@ import { appImport } from './lib/app.js'
 import { isMain, metric, percentile, target, type BenchResult } from './lib/types.js'
 
 const { openLmdbEnv } = await appImport<typeof import('../src/store/lmdb-env.js')>('store/lmdb-env.js')
-const { LmdbSessionRepository } = await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
+const { LmdbSessionRepository } =
+  await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
 
 /** Concurrent writers (each one session at a time): the sessions committing at once. */
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 64)
@@ -45,12 +46,30 @@ const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 const TARGET_RATIO = 0.5
 
 type Durability = 'fsync' | 'relaxed'
-interface Commit { events: EventEnvelope[]; record: SessionRecord }
+interface Commit {
+  events: EventEnvelope[]
+  record: SessionRecord
+}
 /** What one concurrent writer does: the sessions it drives one after another, each a create commit (untimed) and turn commits (timed). */
-interface Lane { sessions: Array<{ create: Commit; turns: Commit[] }> }
+interface Lane {
+  sessions: Array<{ create: Commit; turns: Commit[] }>
+}
 
-interface Run { seconds: number; commits: number; events: number; latency: Float64Array; cpuUs: number; bytes: number }
-interface Summary { eventsPerSec: number; commitsPerSec: number; p50: number; p99: number; cpuUsPerCommit: number }
+interface Run {
+  seconds: number
+  commits: number
+  events: number
+  latency: Float64Array
+  cpuUs: number
+  bytes: number
+}
+interface Summary {
+  eventsPerSec: number
+  commitsPerSec: number
+  p50: number
+  p99: number
+  cpuUsPerCommit: number
+}
 
 let nextSession = 0
 const QUESTION = 'lorem ipsum dolor sit amet '.repeat(2)
@@ -71,11 +90,31 @@ function workload(lanes: number, perLane: number, turns: number, split = false):
       const commits: Commit[] = []
       for (let t = 0; t < turns; t++) {
         const text = `question ${t} in session ${n}: ${QUESTION}`
-        if (!split) { commits.push(log.turn(text)); continue }
+        if (!split) {
+          commits.push(log.turn(text))
+          continue
+        }
         const turn = t + 1
         commits.push(log.add(turn, { type: 'turn_started', data: { input: [{ type: 'text', text }], continuation: false } }))
-        commits.push(log.add(turn, { type: 'assistant_message', data: { message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] }, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn', model: 'offline:echo', step: 1, client_tool_call_ids: [] } }))
-        commits.push(log.add(turn, { type: 'turn_completed', data: { output_text: `echo: ${text}`, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn' } }))
+        commits.push(
+          log.add(turn, {
+            type: 'assistant_message',
+            data: {
+              message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] },
+              usage: { input_tokens: 10, output_tokens: 3 },
+              stop_reason: 'end_turn',
+              model: 'offline:echo',
+              step: 1,
+              client_tool_call_ids: [],
+            },
+          }),
+        )
+        commits.push(
+          log.add(turn, {
+            type: 'turn_completed',
+            data: { output_text: `echo: ${text}`, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn' },
+          }),
+        )
       }
       share(commits, log.record!)
       sessions.push({ create, turns: commits })
@@ -94,7 +133,9 @@ function workload(lanes: number, perLane: number, turns: number, split = false):
 function share(commits: Commit[], final: SessionRecord): void {
   for (const c of commits) {
     const r = c.record
-    const same = r.messages.length <= final.messages.length && JSON.stringify(r.messages.at(-1)) === JSON.stringify(final.messages[r.messages.length - 1])
+    const same =
+      r.messages.length <= final.messages.length &&
+      JSON.stringify(r.messages.at(-1)) === JSON.stringify(final.messages[r.messages.length - 1])
     if (!same) throw new Error(`record of ${r.session_id} at seq ${r.last_seq} is not a prefix of the final record`)
     r.messages = final.messages.slice(0, r.messages.length)
     // the last entry (the current turn's) may still change within the turn: keep the record's own
@@ -107,23 +148,34 @@ const freshDir = (kind: string) => mkdtempSync(join(tmpdir(), `burrow-bench-${ki
 
 /** Creates every session (untimed), then runs every lane concurrently, each committing its sessions' turns one after another. */
 async function drive(lanes: Lane[], commit: (c: Commit) => Promise<void>): Promise<Omit<Run, 'bytes'>> {
-  await Promise.all(lanes.map(async (l) => { for (const s of l.sessions) await commit(s.create) }))
+  await Promise.all(
+    lanes.map(async (l) => {
+      for (const s of l.sessions) await commit(s.create)
+    }),
+  )
   let commits = 0
   let events = 0
-  for (const l of lanes) for (const s of l.sessions) for (const c of s.turns) { commits++; events += c.events.length }
+  for (const l of lanes)
+    for (const s of l.sessions)
+      for (const c of s.turns) {
+        commits++
+        events += c.events.length
+      }
   const latency = new Float64Array(commits)
   let k = 0
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
-  await Promise.all(lanes.map(async (l) => {
-    for (const s of l.sessions) {
-      for (const c of s.turns) {
-        const t = performance.now()
-        await commit(c)
-        latency[k++] = performance.now() - t
+  await Promise.all(
+    lanes.map(async (l) => {
+      for (const s of l.sessions) {
+        for (const c of s.turns) {
+          const t = performance.now()
+          await commit(c)
+          latency[k++] = performance.now() - t
+        }
       }
-    }
-  }))
+    }),
+  )
   const seconds = (performance.now() - t0) / 1000
   const cpu = process.cpuUsage(cpu0)
   latency.sort()
@@ -137,40 +189,57 @@ async function storeRun(lanes: Lane[], durability: Durability): Promise<Run> {
     try {
       const r = await drive(lanes, (c) => repo.commit(c.events, c.record))
       return { ...r, bytes: dbBytes(dir) }
-    } finally { await repo.close() }
-  } finally { rmSync(dir, { recursive: true, force: true }) }
+    } finally {
+      await repo.close()
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 /** The same events, the same grouping (one child transaction per commit), the same waits, nothing else. */
-async function rawRun(lanes: Lane[], durability: Durability, grouping: 'child-transaction' | 'plain-puts' = 'child-transaction'): Promise<Run> {
+async function rawRun(
+  lanes: Lane[],
+  durability: Durability,
+  grouping: 'child-transaction' | 'plain-puts' = 'child-transaction',
+): Promise<Run> {
   const dir = freshDir('raw')
   try {
     const env = await openLmdbEnv(dir)
     const db = env.dbs.events
     try {
-      const commit = grouping === 'child-transaction'
-        ? async (c: Commit) => {
-          let flushed: Promise<void> | undefined
-          await db.childTransaction(() => {
-            for (const e of c.events) db.put([e.session_id, e.seq], e)
-            // The flush of this transaction (root.flushed taken later may be a later transaction's).
-            if (durability === 'fsync') flushed = env.flushed()
-          })
-          await flushed
-        }
-        : async (c: Commit) => {
-          await Promise.all(c.events.map((e) => db.put([e.session_id, e.seq], e)))
-          if (durability === 'fsync') await env.flushed()
-        }
+      const commit =
+        grouping === 'child-transaction'
+          ? async (c: Commit) => {
+              let flushed: Promise<void> | undefined
+              await db.childTransaction(() => {
+                for (const e of c.events) db.put([e.session_id, e.seq], e)
+                // The flush of this transaction (root.flushed taken later may be a later transaction's).
+                if (durability === 'fsync') flushed = env.flushed()
+              })
+              await flushed
+            }
+          : async (c: Commit) => {
+              await Promise.all(c.events.map((e) => db.put([e.session_id, e.seq], e)))
+              if (durability === 'fsync') await env.flushed()
+            }
       const r = await drive(lanes, commit)
       return { ...r, bytes: dbBytes(dir) }
-    } finally { await env.close() }
-  } finally { rmSync(dir, { recursive: true, force: true }) }
+    } finally {
+      await env.close()
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 /** Size of the LMDB data file (`<dataDir>/lmdb/data.mdb`). */
 function dbBytes(dir: string): number {
-  try { return statSync(join(dir, 'lmdb', 'data.mdb')).size } catch { return NaN }
+  try {
+    return statSync(join(dir, 'lmdb', 'data.mdb')).size
+  } catch {
+    return NaN
+  }
 }
 
 function summarise(runs: Run[]): Summary {
@@ -180,7 +249,8 @@ function summarise(runs: Run[]): Summary {
   return {
     eventsPerSec: runs.reduce((a, r) => a + r.events, 0) / seconds,
     commitsPerSec: commits / seconds,
-    p50: percentile(all, 50), p99: percentile(all, 99),
+    p50: percentile(all, 50),
+    p99: percentile(all, 99),
     cpuUsPerCommit: runs.reduce((a, r) => a + r.cpuUs, 0) / commits,
   }
 }
@@ -193,21 +263,28 @@ export async function run(): Promise<BenchResult> {
   const relaxedLanes = workload(SESSIONS, Math.max(FSYNC_PER_LANE, RELAXED_PER_LANE), TURNS)
   // fsync runs take each writer's first FSYNC_PER_LANE sessions (every run has a fresh directory)
   const fsyncLanes = relaxedLanes.map((l) => ({ sessions: l.sessions.slice(0, FSYNC_PER_LANE) }))
-  relaxedLanes.forEach((l) => { l.sessions.length = RELAXED_PER_LANE })
+  relaxedLanes.forEach((l) => {
+    l.sessions.length = RELAXED_PER_LANE
+  })
   const splitLanes = workload(SESSIONS, SPLIT_PER_LANE, TURNS, true)
   const buildSeconds = (performance.now() - b0) / 1000
   const first = fsyncLanes[0]!.sessions[0]!.turns[0]!
   const eventsPerCommit = first.events.length
   const commitBytes = Buffer.byteLength(JSON.stringify(first.events))
   const built = SESSIONS * (Math.max(FSYNC_PER_LANE, RELAXED_PER_LANE) + SPLIT_PER_LANE)
-  log(`pre-built ${built} sessions × ${TURNS} turns in ${buildSeconds.toFixed(1)} s (heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB)`)
+  log(
+    `pre-built ${built} sessions × ${TURNS} turns in ${buildSeconds.toFixed(1)} s (heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB)`,
+  )
 
   // Warm-up (JIT, lmdb native paths), unmeasured: a short run of each kind.
   const warm = workload(16, 2, 10)
   await storeRun(warm, 'relaxed')
   await rawRun(warm, 'relaxed')
 
-  const res: Record<Durability, { store: Run[]; raw: Run[]; plain: Run[] }> = { fsync: { store: [], raw: [], plain: [] }, relaxed: { store: [], raw: [], plain: [] } }
+  const res: Record<Durability, { store: Run[]; raw: Run[]; plain: Run[] }> = {
+    fsync: { store: [], raw: [], plain: [] },
+    relaxed: { store: [], raw: [], plain: [] },
+  }
   const eps = (r: Run) => (r.events / r.seconds).toFixed(0)
   for (const durability of ['fsync', 'relaxed'] as const) {
     const lanes = durability === 'fsync' ? fsyncLanes : relaxedLanes
@@ -216,7 +293,9 @@ export async function run(): Promise<BenchResult> {
       for (const kind of i % 2 === 0 ? (['raw', 'store'] as const) : (['store', 'raw'] as const)) {
         const r = kind === 'store' ? await storeRun(lanes, durability) : await rawRun(lanes, durability)
         res[durability][kind].push(r)
-        log(`${durability} ${kind}: ${r.commits} commits in ${r.seconds.toFixed(2)} s → ${eps(r)} events/s, p99 ${percentile(r.latency, 99).toFixed(1)} ms, ${(r.cpuUs / r.commits).toFixed(0)} µs CPU/commit`)
+        log(
+          `${durability} ${kind}: ${r.commits} commits in ${r.seconds.toFixed(2)} s → ${eps(r)} events/s, p99 ${percentile(r.latency, 99).toFixed(1)} ms, ${(r.cpuUs / r.commits).toFixed(0)} µs CPU/commit`,
+        )
       }
     }
     const p = await rawRun(lanes, durability, 'plain-puts')
@@ -244,28 +323,43 @@ export async function run(): Promise<BenchResult> {
       metric(`${d}: commit latency p50`, s[d].store.p50, 'ms', s[d].raw.p50),
       metric(`${d}: commit latency p99`, s[d].store.p99, 'ms', s[d].raw.p99),
       metric(`${d}: CPU per commit (all threads)`, s[d].store.cpuUsPerCommit, 'µs', s[d].raw.cpuUsPerCommit),
-      metric(`${d}: diagnostic — vs raw plain puts (no child transaction), events/s`, s[d].store.eventsPerSec, 'events/s', s[d].plain.eventsPerSec),
+      metric(
+        `${d}: diagnostic — vs raw plain puts (no child transaction), events/s`,
+        s[d].store.eventsPerSec,
+        'events/s',
+        s[d].plain.eventsPerSec,
+      ),
     ]),
-    metric('diagnostic, relaxed, 3 commits per turn (1 event each): commits/s', split.store.commitsPerSec, 'commits/s', split.raw.commitsPerSec),
-    metric('diagnostic, relaxed, 3 commits per turn: CPU per commit (all threads)', split.store.cpuUsPerCommit, 'µs', split.raw.cpuUsPerCommit),
+    metric(
+      'diagnostic, relaxed, 3 commits per turn (1 event each): commits/s',
+      split.store.commitsPerSec,
+      'commits/s',
+      split.raw.commitsPerSec,
+    ),
+    metric(
+      'diagnostic, relaxed, 3 commits per turn: CPU per commit (all threads)',
+      split.store.cpuUsPerCommit,
+      'µs',
+      split.raw.cpuUsPerCommit,
+    ),
   ]
   const spread = (runs: Run[]) => runs.map(eps).join(', ')
   const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
   const notes = [
     `Per-run events/s — fsync: store ${spread(res.fsync.store)}, raw ${spread(res.fsync.raw)}; relaxed: store ${spread(res.relaxed.store)}, raw ${spread(res.relaxed.raw)}.`,
     `Each commit carries ${eventsPerCommit} events (${commitBytes} bytes as JSON). The raw baseline writes those ${eventsPerCommit} records; the store ` +
-      'writes one log row holding the events and the two messages they add (user + assistant), and the session\'s head (its scalar state and the ' +
+      "writes one log row holding the events and the two messages they add (user + assistant), and the session's head (its scalar state and the " +
       'usage of its last 16 turns) — plus a usage row every 16 turns, the list/status indexes and the running-turn index when they change, and the ' +
       `projection's pending mark once until the projector catches up. Data file after one fsync run: store ${mib(res.fsync.store[0]!.bytes)}, raw ${mib(res.fsync.raw[0]!.bytes)}.`,
     `${SESSIONS} writers run concurrently; each drives its sessions one after another (${FSYNC_PER_LANE} at fsync, ${RELAXED_PER_LANE} at relaxed, ` +
       `${TURNS} turn commits each), so ${SESSIONS} sessions are committing at any moment and lmdb-js group-commits their child transactions. Every ` +
       `session is created (its \`session_created\` commit) before the clock starts. The workloads (${built} sessions) were built in ${buildSeconds.toFixed(1)} s before any timing.`,
-    'CPU per commit is this process\'s user + system time over the timed run (main thread and lmdb-js\'s write thread) divided by commits.',
+    "CPU per commit is this process's user + system time over the timed run (main thread and lmdb-js's write thread) divided by commits.",
     `Diagnostic, the service's pattern (the turn runner commits turn_started, assistant_message and turn_completed separately): ${SESSIONS} writers × ` +
       `${SPLIT_PER_LANE} sessions × ${TURNS} turns × 3 commits at relaxed — store ${split.store.commitsPerSec.toFixed(0)} commits/s, raw ` +
       `${split.raw.commitsPerSec.toFixed(0)} commits/s (${(split.store.commitsPerSec / split.raw.commitsPerSec).toFixed(2)}×); each commit awaited before ` +
       'the next, so nothing coalesces, and with one event per commit the head written with it is the whole difference. (The service does not ' +
-      'await its commits: a turn\'s events usually reach the store as one commit.) Single run each, not a target.',
+      "await its commits: a turn's events usually reach the store as one commit.) Single run each, not a target.",
     'Diagnostic rows "vs raw plain puts": the raw baseline with plain `put`s (lmdb-js batches them into the same write transaction, no child ' +
       'transaction per commit); the Burrow column repeats the store figure.',
   ]
@@ -280,8 +374,11 @@ export async function run(): Promise<BenchResult> {
       `(as the store does). Fresh temp directory per run (\`${tmpdir()}\`, ext4 here); store and raw alternate, ${REPS} runs each, figures are over all runs.`,
     ].join(' '),
     config: {
-      'concurrent sessions': SESSIONS, 'turn commits per session': TURNS, 'sessions per writer (fsync / relaxed)': `${FSYNC_PER_LANE} / ${RELAXED_PER_LANE}`,
-      'events per commit': eventsPerCommit, 'runs per side and durability': REPS,
+      'concurrent sessions': SESSIONS,
+      'turn commits per session': TURNS,
+      'sessions per writer (fsync / relaxed)': `${FSYNC_PER_LANE} / ${RELAXED_PER_LANE}`,
+      'events per commit': eventsPerCommit,
+      'runs per side and durability': REPS,
     },
     metrics,
     targets,

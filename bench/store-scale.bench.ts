@@ -31,7 +31,8 @@ import { isMain, median, metric, target, type BenchResult } from './lib/types.js
 const { DEFAULT_TENANT } = await appImport<typeof import('../src/core/ids.js')>('core/ids.js')
 const { idempotencyKey } = await appImport<typeof import('../src/session/idempotency.js')>('session/idempotency.js')
 const { applyEvent } = await appImport<typeof import('../src/session/session-reducer.js')>('session/session-reducer.js')
-const { LmdbSessionRepository } = await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
+const { LmdbSessionRepository } =
+  await appImport<typeof import('../src/store/lmdb-session-repository.js')>('store/lmdb-session-repository.js')
 type LmdbSessionRepository = Awaited<ReturnType<typeof LmdbSessionRepository.open>>
 
 const BIG_EVENTS = Number(process.env.BENCH_BIG_EVENTS ?? 100_000)
@@ -56,7 +57,8 @@ const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
 
 function dirBytes(dir: string): number {
   let n = 0
-  for (const e of readdirSync(dir, { withFileTypes: true })) n += e.isDirectory() ? dirBytes(join(dir, e.name)) : statSync(join(dir, e.name)).size
+  for (const e of readdirSync(dir, { withFileTypes: true }))
+    n += e.isDirectory() ? dirBytes(join(dir, e.name)) : statSync(join(dir, e.name)).size
   return n
 }
 
@@ -68,7 +70,10 @@ function dirBytes(dir: string): number {
  * BUILD_BATCH_TURNS turns per commit. (SessionLog itself deep-copies the record per commit,
  * which is quadratic at this length.) Each commit is awaited before the record moves on.
  */
-async function buildBigSession(repo: LmdbSessionRepository, id: string): Promise<{ lastSeq: number; messages: number; turns: number; record: SessionRecord }> {
+async function buildBigSession(
+  repo: LmdbSessionRepository,
+  id: string,
+): Promise<{ lastSeq: number; messages: number; turns: number; record: SessionRecord }> {
   const log = new SessionLog(id, config(DEFAULT_TENANT))
   const created = log.create()
   await repo.commit(created.events, created.record)
@@ -84,9 +89,23 @@ async function buildBigSession(repo: LmdbSessionRepository, id: string): Promise
       const text = `question ${turn}: what is ${turn} squared?`
       for (const e of [
         ev(turn, 'turn_started', { input: [{ type: 'text', text }], continuation: false }),
-        ev(turn, 'assistant_message', { message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] }, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn', model: 'offline:echo', step: 1, client_tool_call_ids: [] }),
-        ev(turn, 'turn_completed', { output_text: `echo: ${text}`, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn' }),
-      ]) { record = applyEvent(record, e); batch.push(e) }
+        ev(turn, 'assistant_message', {
+          message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] },
+          usage: { input_tokens: 10, output_tokens: 3 },
+          stop_reason: 'end_turn',
+          model: 'offline:echo',
+          step: 1,
+          client_tool_call_ids: [],
+        }),
+        ev(turn, 'turn_completed', {
+          output_text: `echo: ${text}`,
+          usage: { input_tokens: 10, output_tokens: 3 },
+          stop_reason: 'end_turn',
+        }),
+      ]) {
+        record = applyEvent(record, e)
+        batch.push(e)
+      }
     }
     if (batch.length === 0) break // fewer than 3 events left: stop at a turn boundary
     await repo.commit(batch, record)
@@ -104,10 +123,18 @@ async function appendTurns(repo: LmdbSessionRepository, record: SessionRecord, n
     const turn = record.turn_count + 1
     const text = `one more question ${turn}`
     let seq = record.last_seq
-    const ev = (type: EventType, data: unknown) => ({ seq: ++seq, session_id: id, turn, type, at: new Date(t0 + seq).toISOString(), data }) as EventEnvelope
+    const ev = (type: EventType, data: unknown) =>
+      ({ seq: ++seq, session_id: id, turn, type, at: new Date(t0 + seq).toISOString(), data }) as EventEnvelope
     const events = [
       ev('turn_started', { input: [{ type: 'text', text }], continuation: false }),
-      ev('assistant_message', { message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] }, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn', model: 'offline:echo', step: 1, client_tool_call_ids: [] }),
+      ev('assistant_message', {
+        message: { role: 'assistant', content: [{ type: 'text', text: `echo: ${text}` }] },
+        usage: { input_tokens: 10, output_tokens: 3 },
+        stop_reason: 'end_turn',
+        model: 'offline:echo',
+        step: 1,
+        client_tool_call_ids: [],
+      }),
       ev('turn_completed', { output_text: `echo: ${text}`, usage: { input_tokens: 10, output_tokens: 3 }, stop_reason: 'end_turn' }),
     ]
     for (const e of events) record = applyEvent(record, e)
@@ -118,7 +145,14 @@ async function appendTurns(repo: LmdbSessionRepository, record: SessionRecord, n
   return ms
 }
 
-interface Replay { seconds: number; firstEventSeconds: number; received: number; lastSeq: number; closedReason: string | null; bytes: number }
+interface Replay {
+  seconds: number
+  firstEventSeconds: number
+  received: number
+  lastSeq: number
+  closedReason: string | null
+  bytes: number
+}
 
 /** Reads an SSE replay until `lastSeq` arrives, the stream ends or the timeout; frames are split, not JSON-parsed. */
 function replay(url: string, lastSeq: number): Promise<Replay> {
@@ -136,11 +170,23 @@ function replay(url: string, lastSeq: number): Promise<Replay> {
       done = true
       clearTimeout(timer)
       req.destroy()
-      resolve({ seconds: (performance.now() - t0) / 1000, firstEventSeconds: (firstEvent - t0) / 1000, received, lastSeq: last, closedReason, bytes })
+      resolve({
+        seconds: (performance.now() - t0) / 1000,
+        firstEventSeconds: (firstEvent - t0) / 1000,
+        received,
+        lastSeq: last,
+        closedReason,
+        bytes,
+      })
     }
     const timer = setTimeout(finish, REPLAY_TIMEOUT_MS)
     const req = http.get(url, { agent: false, headers: { accept: 'text/event-stream' } }, (res) => {
-      if (res.statusCode !== 200) { clearTimeout(timer); res.resume(); reject(new Error(`GET ${url} → ${res.statusCode}`)); return }
+      if (res.statusCode !== 200) {
+        clearTimeout(timer)
+        res.resume()
+        reject(new Error(`GET ${url} → ${res.statusCode}`))
+        return
+      }
       res.setEncoding('utf8')
       res.on('data', (chunk: string) => {
         bytes += chunk.length
@@ -164,7 +210,13 @@ function replay(url: string, lastSeq: number): Promise<Replay> {
       res.on('end', finish)
       res.on('error', finish)
     })
-    req.on('error', (err) => { if (!done) { done = true; clearTimeout(timer); reject(err) } })
+    req.on('error', (err) => {
+      if (!done) {
+        done = true
+        clearTimeout(timer)
+        reject(err)
+      }
+    })
   })
 }
 
@@ -176,23 +228,35 @@ async function buildSessions(dir: string, n: number, offset: number, bare = fals
   const repo = await LmdbSessionRepository.open(dir, { durability: 'relaxed', idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
   try {
     let next = 0
-    await Promise.all(Array.from({ length: Math.min(BUILD_CONCURRENCY, n) }, async () => {
-      for (let i = next++; i < n; i = next++) {
-        const id = sessionId(offset + i)
-        const log = new SessionLog(id, config(DEFAULT_TENANT))
-        for (const c of [log.create(), log.turn(`hello ${i}`), log.turn(`again ${i}`)]) await repo.commit(c.events, c.record)
-        // as if the first turn was sent with an Idempotency-Key (records live 24 h; start-up sweeps them)
-        if (!bare) await repo.idempotency.put(idempotencyKey(DEFAULT_TENANT, id, `turn-${i}`), {
-          fingerprint: `fp-${i}`, created_at: Date.now(), outcome: { ok: true, value: { session_id: id, status: 'completed', output_text: `echo: hello ${i}` } },
-        })
-        await repo.projection.projected(id, log.record!.last_seq) // a clean stop leaves every session projected
-      }
-    }))
-  } finally { await repo.close() }
+    await Promise.all(
+      Array.from({ length: Math.min(BUILD_CONCURRENCY, n) }, async () => {
+        for (let i = next++; i < n; i = next++) {
+          const id = sessionId(offset + i)
+          const log = new SessionLog(id, config(DEFAULT_TENANT))
+          for (const c of [log.create(), log.turn(`hello ${i}`), log.turn(`again ${i}`)]) await repo.commit(c.events, c.record)
+          // as if the first turn was sent with an Idempotency-Key (records live 24 h; start-up sweeps them)
+          if (!bare)
+            await repo.idempotency.put(idempotencyKey(DEFAULT_TENANT, id, `turn-${i}`), {
+              fingerprint: `fp-${i}`,
+              created_at: Date.now(),
+              outcome: { ok: true, value: { session_id: id, status: 'completed', output_text: `echo: hello ${i}` } },
+            })
+          await repo.projection.projected(id, log.record!.last_seq) // a clean stop leaves every session projected
+        }
+      }),
+    )
+  } finally {
+    await repo.close()
+  }
   return (performance.now() - t0) / 1000
 }
 
-interface Start { forkToReadyMs: number; forkToHealthzMs: number; createMs: number; importedMs: number }
+interface Start {
+  forkToReadyMs: number
+  forkToHealthzMs: number
+  createMs: number
+  importedMs: number
+}
 
 async function startOnce(dir: string): Promise<Start> {
   const env: Record<string, string> = { ...BURROW_ENV, BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync', BURROW_DATA_DIR: dir }
@@ -204,11 +268,22 @@ async function startOnce(dir: string): Promise<Start> {
     if (res.status !== 200) throw new Error(`/healthz → ${res.status}`)
     const healthz = performance.now() - t0
     const s = server.startup
-    return { forkToReadyMs: s.forkToReadyMs, forkToHealthzMs: healthz, createMs: (s.createdMs ?? NaN) - (s.importedMs ?? NaN), importedMs: s.importedMs ?? NaN }
-  } finally { await server.stop() }
+    return {
+      forkToReadyMs: s.forkToReadyMs,
+      forkToHealthzMs: healthz,
+      createMs: (s.createdMs ?? NaN) - (s.importedMs ?? NaN),
+      importedMs: s.importedMs ?? NaN,
+    }
+  } finally {
+    await server.stop()
+  }
 }
 
-interface Open { openMs: number; recoverQueriesMs: number; sweepMs: number }
+interface Open {
+  openMs: number
+  recoverQueriesMs: number
+  sweepMs: number
+}
 
 /** LmdbSessionRepository.open(), then what start-up asks of it (running turns, pending projections, the idempotency sweep). */
 async function openOnce(dir: string): Promise<Open> {
@@ -223,7 +298,9 @@ async function openOnce(dir: string): Promise<Open> {
     const t3 = performance.now()
     if (running.length || pending.length) throw new Error(`unexpected start-up work: ${running.length} running, ${pending.length} pending`)
     return { openMs: t1 - t0, recoverQueriesMs: t2 - t1, sweepMs: t3 - t2 }
-  } finally { await repo.close() }
+  } finally {
+    await repo.close()
+  }
 }
 
 export async function run(): Promise<BenchResult> {
@@ -239,7 +316,11 @@ export async function run(): Promise<BenchResult> {
     let built: Awaited<ReturnType<typeof buildBigSession>>
     {
       const repo = await LmdbSessionRepository.open(bigDir, { durability: 'relaxed', idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
-      try { built = await buildBigSession(repo, bigId) } finally { await repo.close() }
+      try {
+        built = await buildBigSession(repo, bigId)
+      } finally {
+        await repo.close()
+      }
     }
     const bigBuildSeconds = (performance.now() - b0) / 1000
     const bigBytes = dirBytes(bigDir)
@@ -257,29 +338,51 @@ export async function run(): Promise<BenchResult> {
           let s = performance.now()
           const events = await repo.events.readAfter(bigId, 0)
           readMs.push(performance.now() - s)
-          if (events.length !== built.lastSeq || events.at(-1)?.seq !== built.lastSeq) throw new Error(`readAfter returned ${events.length} events`)
+          if (events.length !== built.lastSeq || events.at(-1)?.seq !== built.lastSeq)
+            throw new Error(`readAfter returned ${events.length} events`)
           s = performance.now()
           const rec = await repo.sessions.get(bigId)
           getMs.push(performance.now() - s)
-          if (rec?.last_seq !== built.lastSeq || rec.messages.length !== built.messages) throw new Error(`get returned last_seq ${rec?.last_seq}, ${rec?.messages.length} messages`)
+          if (rec?.last_seq !== built.lastSeq || rec.messages.length !== built.messages)
+            throw new Error(`get returned last_seq ${rec?.last_seq}, ${rec?.messages.length} messages`)
         }
-      } finally { await repo.close() }
+      } finally {
+        await repo.close()
+      }
     }
     log(`readAfter(0): ${readMs.map((x) => x.toFixed(0)).join(', ')} ms; get: ${getMs.map((x) => x.toFixed(0)).join(', ')} ms`)
 
     // ---- (b) -------------------------------------------------------------------------------
     const replays: Array<{ label: string; queueLimit: string; r: Replay; serverCpuMs: number }> = []
-    for (const [label, queueLimit] of [['service defaults', undefined], ['queue limit above the replay', String(built.lastSeq * 2)]] as const) {
-      const env: Record<string, string> = { ...BURROW_ENV, BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync', BURROW_DATA_DIR: bigDir, ...(queueLimit ? { BURROW_SSE_QUEUE_LIMIT: queueLimit } : {}) }
+    for (const [label, queueLimit] of [
+      ['service defaults', undefined],
+      ['queue limit above the replay', String(built.lastSeq * 2)],
+    ] as const) {
+      const env: Record<string, string> = {
+        ...BURROW_ENV,
+        BURROW_SESSION_STORE: 'lmdb',
+        BURROW_DURABILITY: 'fsync',
+        BURROW_DATA_DIR: bigDir,
+        ...(queueLimit ? { BURROW_SSE_QUEUE_LIMIT: queueLimit } : {}),
+      }
       const server = await startServer('burrow', env)
       try {
         const c0 = await server.stats(false)
         const r = await replay(`${server.url}/v1/sessions/${bigId}/events?after=0`, built.lastSeq)
         const c1 = await server.stats(false)
-        replays.push({ label, queueLimit: queueLimit ?? 'default (1024)', r, serverCpuMs: (c1.cpuUserUs + c1.cpuSystemUs - c0.cpuUserUs - c0.cpuSystemUs) / 1000 })
-        log(`SSE replay (${label}): ${r.received} events, last seq ${r.lastSeq}, ${r.seconds.toFixed(2)} s (first event after ${r.firstEventSeconds.toFixed(2)} s)` +
-          (r.closedReason ? `; stream_closed: ${r.closedReason}` : ''))
-      } finally { await server.stop() }
+        replays.push({
+          label,
+          queueLimit: queueLimit ?? 'default (1024)',
+          r,
+          serverCpuMs: (c1.cpuUserUs + c1.cpuSystemUs - c0.cpuUserUs - c0.cpuSystemUs) / 1000,
+        })
+        log(
+          `SSE replay (${label}): ${r.received} events, last seq ${r.lastSeq}, ${r.seconds.toFixed(2)} s (first event after ${r.firstEventSeconds.toFixed(2)} s)` +
+            (r.closedReason ? `; stream_closed: ${r.closedReason}` : ''),
+        )
+      } finally {
+        await server.stop()
+      }
     }
 
     // ---- (a') appending to the long session vs a short one (in-process, relaxed: CPU only, no flush wait) ----
@@ -296,13 +399,18 @@ export async function run(): Promise<BenchResult> {
         await appendTurns(repo, built.record, 20)
         appendSmall = []
         appendBig = []
-        for (let i = 0; i < 5; i++) { // interleaved rounds
-          appendSmall.push(...await appendTurns(repo, smallRecord, 40))
-          appendBig.push(...await appendTurns(repo, built.record, 40))
+        for (let i = 0; i < 5; i++) {
+          // interleaved rounds
+          appendSmall.push(...(await appendTurns(repo, smallRecord, 40)))
+          appendBig.push(...(await appendTurns(repo, built.record, 40)))
         }
-      } finally { await repo.close() }
+      } finally {
+        await repo.close()
+      }
     }
-    log(`commit of one turn: ${median(appendBig).toFixed(2)} ms on the ${built.turns}-turn session, ${median(appendSmall).toFixed(2)} ms on a short one (medians)`)
+    log(
+      `commit of one turn: ${median(appendBig).toFixed(2)} ms on the ${built.turns}-turn session, ${median(appendSmall).toFixed(2)} ms on a short one (medians)`,
+    )
 
     // ---- (c) -------------------------------------------------------------------------------
     // many: MANY sessions + one idempotency record each; few: FEW sessions, likewise; bare: MANY sessions, no idempotency record
@@ -312,9 +420,12 @@ export async function run(): Promise<BenchResult> {
     const manyBuildSeconds = await buildSessions(dirOf.many, MANY, 0)
     await buildSessions(dirOf.few, FEW, MANY)
     await buildSessions(dirOf.bare, MANY, MANY + FEW, true)
-    log(`built ${MANY} sessions in ${manyBuildSeconds.toFixed(1)} s (${mib(dirBytes(dirOf.many))}), ${FEW} sessions (${mib(dirBytes(dirOf.few))}), ` +
-      `${MANY} without idempotency records (${mib(dirBytes(dirOf.bare))})`)
-    const sessionsIn = (k: Dir) => (k === 'few' ? `${FEW} sessions` : k === 'many' ? `${MANY} sessions` : `${MANY} sessions, no idempotency records`)
+    log(
+      `built ${MANY} sessions in ${manyBuildSeconds.toFixed(1)} s (${mib(dirBytes(dirOf.many))}), ${FEW} sessions (${mib(dirBytes(dirOf.few))}), ` +
+        `${MANY} without idempotency records (${mib(dirBytes(dirOf.bare))})`,
+    )
+    const sessionsIn = (k: Dir) =>
+      k === 'few' ? `${FEW} sessions` : k === 'many' ? `${MANY} sessions` : `${MANY} sessions, no idempotency records`
 
     const opens: Record<Dir, Open[]> = { many: [], few: [], bare: [] }
     await openOnce(dirOf.few) // warm the code paths
@@ -324,7 +435,9 @@ export async function run(): Promise<BenchResult> {
       for (const k of (i % 2 === 0 ? ['few', 'many', 'bare'] : ['bare', 'many', 'few']) as Dir[]) {
         const s = await startOnce(dirOf[k])
         starts[k].push(s)
-        log(`start-up, ${sessionsIn(k)}: ready ${s.forkToReadyMs.toFixed(0)} ms, /healthz ${s.forkToHealthzMs.toFixed(0)} ms after fork; createBurrow ${s.createMs.toFixed(0)} ms`)
+        log(
+          `start-up, ${sessionsIn(k)}: ready ${s.forkToReadyMs.toFixed(0)} ms, /healthz ${s.forkToHealthzMs.toFixed(0)} ms after fork; createBurrow ${s.createMs.toFixed(0)} ms`,
+        )
       }
     }
 
@@ -335,7 +448,13 @@ export async function run(): Promise<BenchResult> {
     const [dflt, big] = [replays[0]!, replays[1]!]
     const targets = [
       target(`start-up to first /healthz, ${MANY} vs ${FEW} sessions (median)`, healthRatio, '<=', TARGET_STARTUP_RATIO, '×'),
-      target(`createBurrow() (store open, recovery, projector), ${MANY} vs ${FEW} sessions (median)`, createRatio, '<=', TARGET_STARTUP_RATIO, '×'),
+      target(
+        `createBurrow() (store open, recovery, projector), ${MANY} vs ${FEW} sessions (median)`,
+        createRatio,
+        '<=',
+        TARGET_STARTUP_RATIO,
+        '×',
+      ),
       target(`SSE replay of ${built.lastSeq} events with service defaults: events missing`, built.lastSeq - dflt.r.received, '<=', 0, ''),
     ]
     const metrics = [
@@ -344,28 +463,85 @@ export async function run(): Promise<BenchResult> {
       metric(`(a) sessions.get(id), ${built.messages} messages — first`, getMs[0]!, 'ms'),
       metric(`(a) sessions.get(id) — best of ${getMs.length}`, min(getMs), 'ms'),
       metric('(a) LmdbSessionRepository.open() of that directory', openBigMs, 'ms'),
-      metric(`(a) commit() of one more turn (3 events), median — long session vs a new one (≤ 220 turns; relaxed)`, median(appendBig), 'ms', median(appendSmall)),
-      ...replays.flatMap(({ label, r, serverCpuMs }) => r.received < built.lastSeq
-        ? [
-          metric(`(b) SSE replay, ${label}: events received`, r.received, ''),
-          metric(`(b) SSE replay, ${label}: time until the stream ended`, r.seconds * 1000, 'ms'),
-        ]
-        : [
-          metric(`(b) SSE replay, ${label}: time to the last event`, r.seconds * 1000, 'ms'),
-          metric(`(b) SSE replay, ${label}: time to the first event`, r.firstEventSeconds * 1000, 'ms'),
-          metric(`(b) SSE replay, ${label}: events/s`, r.received / r.seconds, 'events/s'),
-          metric(`(b) SSE replay, ${label}: server CPU`, serverCpuMs, 'ms'),
-        ]),
-      metric(`(c) fork → first /healthz (median of ${STARTS})`, med('many', (s) => s.forkToHealthzMs), 'ms', med('few', (s) => s.forkToHealthzMs)),
-      metric(`(c) fork → ready / start-up log line (median of ${STARTS})`, med('many', (s) => s.forkToReadyMs), 'ms', med('few', (s) => s.forkToReadyMs)),
-      metric('(c) child: process start → modules loaded (median)', med('many', (s) => s.importedMs), 'ms', med('few', (s) => s.importedMs)),
-      metric('(c) child: createBurrow() (median)', med('many', (s) => s.createMs), 'ms', med('few', (s) => s.createMs)),
-      metric(`(c) child: createBurrow(), ${MANY} sessions without idempotency records (median)`, med('bare', (s) => s.createMs), 'ms', med('few', (s) => s.createMs)),
-      metric(`(c) fork → first /healthz, ${MANY} sessions without idempotency records (median)`, med('bare', (s) => s.forkToHealthzMs), 'ms', med('few', (s) => s.forkToHealthzMs)),
-      metric(`(c) in-process LmdbSessionRepository.open() (median of ${OPENS})`, omed('many', (o) => o.openMs), 'ms', omed('few', (o) => o.openMs)),
-      metric('(c) in-process runningTurns() + projection.pending() (median)', omed('many', (o) => o.recoverQueriesMs), 'ms', omed('few', (o) => o.recoverQueriesMs)),
-      metric('(c) in-process sweepIdempotency() (median)', omed('many', (o) => o.sweepMs), 'ms', omed('few', (o) => o.sweepMs)),
-      metric(`(c) in-process sweepIdempotency(), ${MANY} sessions without idempotency records (median)`, omed('bare', (o) => o.sweepMs), 'ms', omed('few', (o) => o.sweepMs)),
+      metric(
+        `(a) commit() of one more turn (3 events), median — long session vs a new one (≤ 220 turns; relaxed)`,
+        median(appendBig),
+        'ms',
+        median(appendSmall),
+      ),
+      ...replays.flatMap(({ label, r, serverCpuMs }) =>
+        r.received < built.lastSeq
+          ? [
+              metric(`(b) SSE replay, ${label}: events received`, r.received, ''),
+              metric(`(b) SSE replay, ${label}: time until the stream ended`, r.seconds * 1000, 'ms'),
+            ]
+          : [
+              metric(`(b) SSE replay, ${label}: time to the last event`, r.seconds * 1000, 'ms'),
+              metric(`(b) SSE replay, ${label}: time to the first event`, r.firstEventSeconds * 1000, 'ms'),
+              metric(`(b) SSE replay, ${label}: events/s`, r.received / r.seconds, 'events/s'),
+              metric(`(b) SSE replay, ${label}: server CPU`, serverCpuMs, 'ms'),
+            ],
+      ),
+      metric(
+        `(c) fork → first /healthz (median of ${STARTS})`,
+        med('many', (s) => s.forkToHealthzMs),
+        'ms',
+        med('few', (s) => s.forkToHealthzMs),
+      ),
+      metric(
+        `(c) fork → ready / start-up log line (median of ${STARTS})`,
+        med('many', (s) => s.forkToReadyMs),
+        'ms',
+        med('few', (s) => s.forkToReadyMs),
+      ),
+      metric(
+        '(c) child: process start → modules loaded (median)',
+        med('many', (s) => s.importedMs),
+        'ms',
+        med('few', (s) => s.importedMs),
+      ),
+      metric(
+        '(c) child: createBurrow() (median)',
+        med('many', (s) => s.createMs),
+        'ms',
+        med('few', (s) => s.createMs),
+      ),
+      metric(
+        `(c) child: createBurrow(), ${MANY} sessions without idempotency records (median)`,
+        med('bare', (s) => s.createMs),
+        'ms',
+        med('few', (s) => s.createMs),
+      ),
+      metric(
+        `(c) fork → first /healthz, ${MANY} sessions without idempotency records (median)`,
+        med('bare', (s) => s.forkToHealthzMs),
+        'ms',
+        med('few', (s) => s.forkToHealthzMs),
+      ),
+      metric(
+        `(c) in-process LmdbSessionRepository.open() (median of ${OPENS})`,
+        omed('many', (o) => o.openMs),
+        'ms',
+        omed('few', (o) => o.openMs),
+      ),
+      metric(
+        '(c) in-process runningTurns() + projection.pending() (median)',
+        omed('many', (o) => o.recoverQueriesMs),
+        'ms',
+        omed('few', (o) => o.recoverQueriesMs),
+      ),
+      metric(
+        '(c) in-process sweepIdempotency() (median)',
+        omed('many', (o) => o.sweepMs),
+        'ms',
+        omed('few', (o) => o.sweepMs),
+      ),
+      metric(
+        `(c) in-process sweepIdempotency(), ${MANY} sessions without idempotency records (median)`,
+        omed('bare', (o) => o.sweepMs),
+        'ms',
+        omed('few', (o) => o.sweepMs),
+      ),
     ]
     const list = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(', ')
     const notes = [
@@ -375,20 +551,28 @@ export async function run(): Promise<BenchResult> {
       `(a) commit() of one turn (3 events, relaxed durability so no flush wait: CPU and the write transaction only), ${appendBig.length} commits each, ` +
         `interleaved: median ${median(appendBig).toFixed(2)} ms on the ${built.turns}-turn session vs ${median(appendSmall).toFixed(2)} ms on a short session` +
         (median(appendBig) > 1.3 * median(appendSmall)
-          ? ' — commit cost grows with the session\'s length: `LmdbSessionRepository.commit()` scans the whole `snapshot.usage_by_turn` ' +
-            '(one entry per turn) on every commit to find the entries of this commit\'s turns.'
+          ? " — commit cost grows with the session's length: `LmdbSessionRepository.commit()` scans the whole `snapshot.usage_by_turn` " +
+            "(one entry per turn) on every commit to find the entries of this commit's turns."
           : '.'),
       `(b) Each replay is a fresh server (child process) on that directory; the client splits frames on blank lines and reads \`id:\` lines only. ` +
-        replays.map(({ label, queueLimit, r }) => `${label} (BURROW_SSE_QUEUE_LIMIT ${queueLimit}): ${r.received} of ${built.lastSeq} events, ` +
-          `${(r.bytes / 2 ** 20).toFixed(1)} MiB of SSE, ${r.closedReason ? `ended by \`stream_closed\` (${r.closedReason})` : 'complete'}`).join('; ') + '.',
+        replays
+          .map(
+            ({ label, queueLimit, r }) =>
+              `${label} (BURROW_SSE_QUEUE_LIMIT ${queueLimit}): ${r.received} of ${built.lastSeq} events, ` +
+              `${(r.bytes / 2 ** 20).toFixed(1)} MiB of SSE, ${r.closedReason ? `ended by \`stream_closed\` (${r.closedReason})` : 'complete'}`,
+          )
+          .join('; ') +
+        '.',
       ...(dflt.r.received < built.lastSeq
-        ? [`(b) **Finding (not the store):** with the service defaults the replay delivered ${dflt.r.received} of ${built.lastSeq} events` +
-          `${dflt.r.closedReason ? ` and ended with \`stream_closed\` (\`${dflt.r.closedReason}\`)` : ''}. \`LocalSessionService.subscribe\` reads the whole ` +
-          'range with `storedEvents()` and `Subscription.release()` pushes it into the subscriber\'s bounded live queue ' +
-          '(`BURROW_SSE_QUEUE_LIMIT`, 1,024) before the SSE writer is attached; the 1,025th push closes the subscriber as a slow consumer and ' +
-          '`closeWith()` empties the queue, so no event at all is delivered. Reconnecting with the same Last-Event-ID repeats it: a client ' +
-          'more than 1,024 stored events behind can never catch up. Replayed events should not count against the live-queue limit ' +
-          '(e.g. write the replay in pages with back-pressure — `readAfter(id, after, upTo, limit)` — then attach the live queue).']
+        ? [
+            `(b) **Finding (not the store):** with the service defaults the replay delivered ${dflt.r.received} of ${built.lastSeq} events` +
+              `${dflt.r.closedReason ? ` and ended with \`stream_closed\` (\`${dflt.r.closedReason}\`)` : ''}. \`LocalSessionService.subscribe\` reads the whole ` +
+              "range with `storedEvents()` and `Subscription.release()` pushes it into the subscriber's bounded live queue " +
+              '(`BURROW_SSE_QUEUE_LIMIT`, 1,024) before the SSE writer is attached; the 1,025th push closes the subscriber as a slow consumer and ' +
+              '`closeWith()` empties the queue, so no event at all is delivered. Reconnecting with the same Last-Event-ID repeats it: a client ' +
+              'more than 1,024 stored events behind can never catch up. Replayed events should not count against the live-queue limit ' +
+              '(e.g. write the replay in pages with back-pressure — `readAfter(id, after, upTo, limit)` — then attach the live queue).',
+          ]
         : []),
       `(c) ${MANY} sessions (${mib(dirBytes(dirOf.many))}) vs ${FEW} (${mib(dirBytes(dirOf.few))}); each session: create + 2 turns (3 commits) and one ` +
         'idempotency record (as if its first turn carried an Idempotency-Key), every session projected (checkpoint = last seq, nothing pending), ' +
@@ -410,12 +594,16 @@ export async function run(): Promise<BenchResult> {
         `in-process on a freshly opened repository. (b) The same ${built.lastSeq} events replayed over SSE (\`GET /v1/sessions/{id}/events?after=0\`)`,
         'from a server in a child process started on that data directory, timed until the last seq arrives. (c) A server started on a data',
         `directory of ${MANY} sessions vs one of ${FEW} (built through the repository, relaxed durability): fork → 'ready' (the start-up log`,
-        'line) and → first successful `/healthz`, the child\'s own milestones, and `LmdbSessionRepository.open()` in-process. Every directory',
+        "line) and → first successful `/healthz`, the child's own milestones, and `LmdbSessionRepository.open()` in-process. Every directory",
         `is a fresh temp directory (\`${tmpdir()}\`, removed afterwards); servers run with \`BURROW_SESSION_STORE=lmdb\`, \`BURROW_DURABILITY=fsync\`.`,
       ].join(' '),
       config: {
-        'events in the big session': built.lastSeq, 'sessions (many / few)': `${MANY} / ${FEW}`, 'server starts per directory': STARTS,
-        'in-process opens per directory': OPENS, 'SSE queue limit (second replay)': big.queueLimit, capabilities: 'BURROW_SESSION_STORE=lmdb, BURROW_MEMORY_STORE=off, BURROW_COMPACTION=off',
+        'events in the big session': built.lastSeq,
+        'sessions (many / few)': `${MANY} / ${FEW}`,
+        'server starts per directory': STARTS,
+        'in-process opens per directory': OPENS,
+        'SSE queue limit (second replay)': big.queueLimit,
+        capabilities: 'BURROW_SESSION_STORE=lmdb, BURROW_MEMORY_STORE=off, BURROW_COMPACTION=off',
       },
       metrics,
       targets,

@@ -57,13 +57,20 @@ function turnRequest(surface: Surface, sessionId: string): { path: string; heade
       return { path: `/v1/sessions/${sessionId}/turns`, headers: JSON_HEADERS, body: JSON.stringify({ input: INPUT }) }
     case 'rpc':
       return {
-        path: '/rpc', headers: JSON_HEADERS,
+        path: '/rpc',
+        headers: JSON_HEADERS,
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'turn/start', params: { session_id: sessionId, input: INPUT } }),
       }
     case 'mcp':
       return {
-        path: '/mcp', headers: MCP_HEADERS,
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'turn_run', arguments: { session_id: sessionId, input: INPUT } } }),
+        path: '/mcp',
+        headers: MCP_HEADERS,
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'turn_run', arguments: { session_id: sessionId, input: INPUT } },
+        }),
       }
   }
 }
@@ -74,7 +81,10 @@ function turnRequest(surface: Surface, sessionId: string): { path: string; heade
 function quickCheck(surface: Surface, body: string): boolean {
   if (!body.includes(`"output_text":"${EXPECTED_OUTPUT}"`) || !body.includes('"status":"completed"')) return false
   if (surface === 'rpc') return body.includes('"result":{') && !body.includes('"error":{')
-  if (surface === 'mcp') return body.startsWith('event: message\n') && body.includes('"result":{') && !body.includes('"isError":true') && !body.includes('"error":{')
+  if (surface === 'mcp')
+    return (
+      body.startsWith('event: message\n') && body.includes('"result":{') && !body.includes('"isError":true') && !body.includes('"error":{')
+    )
   return true
 }
 
@@ -82,7 +92,10 @@ function quickCheck(surface: Surface, body: string): boolean {
 function sseMessages(body: string): unknown[] {
   const out: unknown[] = []
   for (const event of body.split(/\r?\n\r?\n/)) {
-    const data = event.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''))
+    const data = event
+      .split(/\r?\n/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
     if (data.length) out.push(JSON.parse(data.join('\n')))
   }
   return out
@@ -112,7 +125,13 @@ function fullCheck(surface: Surface, body: string): string | null {
 }
 
 /** Body checks over one phase. */
-interface Checks { seen: number; sampled: number; bad: number; firstBad: string | null; bytes: number }
+interface Checks {
+  seen: number
+  sampled: number
+  bad: number
+  firstBad: string | null
+  bytes: number
+}
 
 function checker(surface: Surface, checks: Checks) {
   return (status: number, body: string) => {
@@ -135,14 +154,19 @@ function checker(surface: Surface, checks: Checks) {
 
 /** One run of a surface: the shared load figures, and the answers' checks. */
 interface Load extends BaseLoad {
-  surface: Surface; round: number
+  surface: Surface
+  round: number
   checks: Checks
 }
 
 type CheckedRequest = AutocannonRequest & { onResponse: (status: number, body: string) => void }
 
 /** The n-th autocannon client drives sessions[n] only, so no two turns ever share a session. */
-function perConnectionSession(surface: Surface, sessions: string[], onResponse: CheckedRequest['onResponse']): (c: AutocannonClient) => void {
+function perConnectionSession(
+  surface: Surface,
+  sessions: string[],
+  onResponse: CheckedRequest['onResponse'],
+): (c: AutocannonClient) => void {
   let next = 0
   return (client) => {
     const id = sessions[next++]
@@ -156,8 +180,12 @@ async function cannon(server: ServerChild, surface: Surface, round: number, dura
   const checks: Checks = { seen: 0, sampled: 0, bad: 0, firstBad: null, bytes: 0 }
   const first = turnRequest(surface, sessions[0]!)
   const load = await runLoad(server, {
-    url: server.url + first.path, connections: CONNECTIONS, duration,
-    method: 'POST', headers: first.headers, body: first.body,
+    url: server.url + first.path,
+    connections: CONNECTIONS,
+    duration,
+    method: 'POST',
+    headers: first.headers,
+    body: first.body,
     setupClient: perConnectionSession(surface, sessions, checker(surface, checks)),
   })
   return { surface, round, ...load, checks }
@@ -171,7 +199,9 @@ async function json(url: string, body: unknown): Promise<{ status: number; body:
 async function createSessions(base: string, n: number): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < n; i += 20) {
-    const batch = await Promise.all(Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })))
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })),
+    )
     for (const r of batch) {
       if (r.status !== 201) throw new Error(`POST /v1/sessions → ${r.status} ${JSON.stringify(r.body)}`)
       ids.push(r.body.session_id)
@@ -186,7 +216,8 @@ async function probe(base: string, surface: Surface): Promise<number> {
   const req = turnRequest(surface, id!)
   const res = await fetch(base + req.path, { method: 'POST', headers: req.headers, body: req.body })
   const body = await res.text()
-  const why = res.status !== 200 ? `HTTP ${res.status}` : fullCheck(surface, body) ?? (quickCheck(surface, body) ? null : 'failed the quick check')
+  const why =
+    res.status !== 200 ? `HTTP ${res.status}` : (fullCheck(surface, body) ?? (quickCheck(surface, body) ? null : 'failed the quick check'))
   if (why) throw new Error(`${LABEL[surface]} probe: ${why}: ${body}`)
   return Buffer.byteLength(body)
 }
@@ -196,9 +227,13 @@ const faults = (l: Load) => l.non2xx + l.errors + l.checks.bad
 
 function describe(l: Load): string {
   const f = faults(l)
-  return `${l.reqPerSec.toFixed(0)} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %, ` +
+  return (
+    `${l.reqPerSec.toFixed(0)} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %, ` +
     `${l.checks.seen} bodies checked (${l.checks.sampled} parsed)` +
-    (f > 0 ? `; ${l.non2xx} non-2xx, ${l.errors} errors, ${l.checks.bad} bad bodies ${JSON.stringify(l.statusCodes)}${l.checks.firstBad ? ` — first: ${l.checks.firstBad}` : ''}` : '')
+    (f > 0
+      ? `; ${l.non2xx} non-2xx, ${l.errors} errors, ${l.checks.bad} bad bodies ${JSON.stringify(l.statusCodes)}${l.checks.firstBad ? ` — first: ${l.checks.firstBad}` : ''}`
+      : '')
+  )
 }
 
 export async function run(): Promise<BenchResult> {
@@ -214,7 +249,9 @@ export async function run(): Promise<BenchResult> {
   const server = await startServer('burrow', ENV)
   try {
     for (const s of surfaces) probeBytes[s] = await probe(server.url, s)
-    log(`warm-up: ${WARMUP_S}s per surface; then ${ROUNDS} round(s) of ${DURATION_S}s per surface × ${CONNECTIONS} connections (fresh sessions each)`)
+    log(
+      `warm-up: ${WARMUP_S}s per surface; then ${ROUNDS} round(s) of ${DURATION_S}s per surface × ${CONNECTIONS} connections (fresh sessions each)`,
+    )
     for (const s of surfaces) {
       const warm = await cannon(server, s, -1, WARMUP_S, await createSessions(server.url, CONNECTIONS))
       warmLoads.push(warm)
@@ -264,8 +301,18 @@ export async function run(): Promise<BenchResult> {
     ...vsRest('server CPU', (l) => l.serverCpu * 100, '%'),
     // CPU time per turn does not count time the VM took away (steal), so it varies less than throughput between runs.
     ...vsRest('server CPU per turn', (l) => (l.serverCpu * 1e6) / l.reqPerSec, 'µs'),
-    metric('JSON-RPC: responses (all rounds)', sum('rpc', (l) => l.total), '', sum('rest', (l) => l.total)),
-    metric('MCP: responses (all rounds)', sum('mcp', (l) => l.total), '', sum('rest', (l) => l.total)),
+    metric(
+      'JSON-RPC: responses (all rounds)',
+      sum('rpc', (l) => l.total),
+      '',
+      sum('rest', (l) => l.total),
+    ),
+    metric(
+      'MCP: responses (all rounds)',
+      sum('mcp', (l) => l.total),
+      '',
+      sum('rest', (l) => l.total),
+    ),
     metric('JSON-RPC: response bytes', probeBytes.rpc, 'B', probeBytes.rest),
     metric('MCP: response bytes', probeBytes.mcp, 'B', probeBytes.rest),
   ]
@@ -274,27 +321,39 @@ export async function run(): Promise<BenchResult> {
   const spread = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×`
   const notes = [
     `Requests/s per round (round order ${surfaces.map((s) => LABEL[s]).join(' → ')}, reversed every other round): ` +
-      SURFACES.map((s) => `${LABEL[s]} ${of(s).map(fmtRound).join(' / ')}`).join('; ') + '. ' +
-      `Each round's throughput over that round's REST throughput: JSON-RPC ${roundRatios('rpc').map((r) => r.toFixed(2)).join(' / ')} ` +
-      `(${spread(roundRatios('rpc'))}), MCP ${roundRatios('mcp').map((r) => r.toFixed(2)).join(' / ')} (${spread(roundRatios('mcp'))}); ` +
+      SURFACES.map((s) => `${LABEL[s]} ${of(s).map(fmtRound).join(' / ')}`).join('; ') +
+      '. ' +
+      `Each round's throughput over that round's REST throughput: JSON-RPC ${roundRatios('rpc')
+        .map((r) => r.toFixed(2))
+        .join(' / ')} ` +
+      `(${spread(roundRatios('rpc'))}), MCP ${roundRatios('mcp')
+        .map((r) => r.toFixed(2))
+        .join(' / ')} (${spread(roundRatios('mcp'))}); ` +
       `the targets take the median. The means over the rounds: JSON-RPC ${(rps('rpc') / rps('rest')).toFixed(3)}×, MCP ${(rps('mcp') / rps('rest')).toFixed(3)}×.`,
-    'Latencies are the mean over the rounds of each round\'s autocannon percentile (whole milliseconds).',
+    "Latencies are the mean over the rounds of each round's autocannon percentile (whole milliseconds).",
     `Server CPU (CPU time / wall time of the server process during the measured runs): ` +
       SURFACES.map((s) => `${LABEL[s]} ${(avg(s, (l) => l.serverCpu) * 100).toFixed(0)} %`).join(', ') +
       '. Below ~95 % means the server was not the bottleneck (the single autocannon process was).',
     `Bodies checked: every 2xx body gets a string test (a completed \`${EXPECTED_OUTPUT}\` turn, no JSON-RPC error, no MCP ` +
       `\`isError\`), every ${SAMPLE_EVERY}th is parsed in full (MCP: the SSE stream's JSON-RPC response to id 1) — ` +
-      SURFACES.map((s) => `${LABEL[s]} ${sum(s, (l) => l.checks.seen)} checked, ${sum(s, (l) => l.checks.sampled)} parsed, ${sum(s, (l) => l.checks.bad)} bad`).join('; ') + '.',
+      SURFACES.map(
+        (s) =>
+          `${LABEL[s]} ${sum(s, (l) => l.checks.seen)} checked, ${sum(s, (l) => l.checks.sampled)} parsed, ${sum(s, (l) => l.checks.bad)} bad`,
+      ).join('; ') +
+      '.',
     `Status codes — ${SURFACES.map((s) => `${LABEL[s]}: ${JSON.stringify(of(s).map((l) => l.statusCodes))}`).join('; ')}.`,
     `≈ ${SURFACES.map((s) => `${LABEL[s]} ${(avg(s, (l) => l.total) / CONNECTIONS).toFixed(0)}`).join(', ')} turns per session by the end of a phase ` +
-      '(fresh sessions per phase; a slower surface ends with shorter histories, which turn-overhead\'s rotating diagnostic shows matters little).',
+      "(fresh sessions per phase; a slower surface ends with shorter histories, which turn-overhead's rotating diagnostic shows matters little).",
     'MCP is stateless streamable HTTP: each `tools/call` POST goes without `initialize` (the stateless transport accepts it) ' +
       'and is answered as an SSE stream carrying the JSON-RPC response; one MCP server serves every POST through the ' +
       'multiplexing stateless transport (src/surfaces/mcp/mcp-http-transport.ts).',
     `CPU placement: ${process.env.BENCH_PIN === '1' ? 'BENCH_PIN=1, the server on the last CPU, the load generator on the others' : 'not pinned (server and load generator share the CPUs)'}.`,
   ]
   for (const l of [...warmLoads, ...loads]) {
-    if (l.checks.firstBad) notes.push(`First bad ${LABEL[l.surface]} body (${l.round < 0 ? 'warm-up' : `round ${l.round + 1}`}): \`${l.checks.firstBad.replace(/`/g, "'")}\``)
+    if (l.checks.firstBad)
+      notes.push(
+        `First bad ${LABEL[l.surface]} body (${l.round < 0 ? 'warm-up' : `round ${l.round + 1}`}): \`${l.checks.firstBad.replace(/`/g, "'")}\``,
+      )
   }
 
   return {
@@ -307,12 +366,17 @@ export async function run(): Promise<BenchResult> {
       'stateless) `tools/call` of `turn_run` with `{session_id, input}` (`Accept: application/json, text/event-stream`).',
       'Same connections, duration and pipelining 1 for all three; every connection drives its own fresh session in each',
       'phase. After a warm-up of each surface the phases run in rounds, the order reversed every other round; the',
-      'throughput targets take the median over the rounds of each round\'s ratio to the same round\'s REST phase, the',
-      'other figures are means over the rounds. Latency is autocannon\'s per-request response time (whole milliseconds).',
+      "throughput targets take the median over the rounds of each round's ratio to the same round's REST phase, the",
+      "other figures are means over the rounds. Latency is autocannon's per-request response time (whole milliseconds).",
     ].join(' '),
     config: {
-      connections: CONNECTIONS, 'duration per phase (s)': DURATION_S, 'warm-up per surface (s)': WARMUP_S, rounds: ROUNDS,
-      pipelining: 1, model: 'offline:echo', capabilities: capabilitySummary(ENV),
+      connections: CONNECTIONS,
+      'duration per phase (s)': DURATION_S,
+      'warm-up per surface (s)': WARMUP_S,
+      rounds: ROUNDS,
+      pipelining: 1,
+      model: 'offline:echo',
+      capabilities: capabilitySummary(ENV),
       'REST request': `POST /v1/sessions/{id}/turns ${turnRequest('rest', '{id}').body}`,
       'JSON-RPC request': `POST /rpc ${turnRequest('rpc', '{id}').body}`,
       'MCP request': `POST /mcp ${turnRequest('mcp', '{id}').body}`,

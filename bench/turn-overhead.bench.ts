@@ -36,10 +36,19 @@ const HEADERS = { 'content-type': 'application/json' }
 const TARGET_THROUGHPUT_RATIO = 0.4
 const TARGET_P99_RATIO = 3
 
-
-async function cannon(opts: { server: ServerChild; url: string; duration: number; setupClient?: (c: AutocannonClient) => void }): Promise<Load> {
+async function cannon(opts: {
+  server: ServerChild
+  url: string
+  duration: number
+  setupClient?: (c: AutocannonClient) => void
+}): Promise<Load> {
   return runLoad(opts.server, {
-    url: opts.url, connections: CONNECTIONS, duration: opts.duration, method: 'POST', headers: HEADERS, body: BODY,
+    url: opts.url,
+    connections: CONNECTIONS,
+    duration: opts.duration,
+    method: 'POST',
+    headers: HEADERS,
+    body: BODY,
     ...(opts.setupClient ? { setupClient: opts.setupClient } : {}),
   })
 }
@@ -52,7 +61,9 @@ async function json(url: string, body: unknown): Promise<{ status: number; body:
 async function createSessions(base: string, n: number): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < n; i += 20) {
-    const batch = await Promise.all(Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })))
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })),
+    )
     for (const r of batch) {
       if (r.status !== 201) throw new Error(`POST /v1/sessions → ${r.status} ${JSON.stringify(r.body)}`)
       ids.push(r.body.session_id)
@@ -77,7 +88,9 @@ function perConnectionSessions(sessions: string[], per = 1): (c: AutocannonClien
 
 function checkClean(label: string, l: Load): void {
   if (l.non2xx > 0 || l.errors > 0) {
-    console.error(`  ${label}: ${l.non2xx} non-2xx responses, ${l.errors} errors (${l.timeouts} timeouts); status codes ${JSON.stringify(l.statusCodes)}`)
+    console.error(
+      `  ${label}: ${l.non2xx} non-2xx responses, ${l.errors} errors (${l.timeouts} timeouts); status codes ${JSON.stringify(l.statusCodes)}`,
+    )
   }
 }
 
@@ -96,7 +109,10 @@ async function helloPhase(log: (s: string) => void): Promise<Load> {
 }
 
 /** The service phase: a turn per request, fresh sessions per connection; with `diag`, the rotating diagnostic after it. */
-async function turnPhase(log: (s: string) => void, diag: boolean): Promise<{ load: Load; rotating: Load | null; sample: { status: number; body: any } }> {
+async function turnPhase(
+  log: (s: string) => void,
+  diag: boolean,
+): Promise<{ load: Load; rotating: Load | null; sample: { status: number; body: any } }> {
   const burrow = await startServer('burrow', ENV)
   try {
     const [probe] = await createSessions(burrow.url, 1)
@@ -118,7 +134,12 @@ async function turnPhase(log: (s: string) => void, diag: boolean): Promise<{ loa
       // session's history (which every turn re-reads) stays DIAG_ROTATE× shorter.
       const many = await createSessions(burrow.url, CONNECTIONS * DIAG_ROTATE)
       log(`diagnostic: ${DIAG_DURATION_S}s × ${CONNECTIONS} connections rotating over ${DIAG_ROTATE} sessions each`)
-      rotating = await cannon({ server: burrow, url: burrow.url, duration: DIAG_DURATION_S, setupClient: perConnectionSessions(many, DIAG_ROTATE) })
+      rotating = await cannon({
+        server: burrow,
+        url: burrow.url,
+        duration: DIAG_DURATION_S,
+        setupClient: perConnectionSessions(many, DIAG_ROTATE),
+      })
       checkClean('turns (rotating)', rotating)
     }
     return { load, rotating, sample }
@@ -161,7 +182,13 @@ export async function run(): Promise<BenchResult> {
   const secs = (l: Load) => `${l.perSecond.slice(0, 1)[0] ?? '?'} → ${l.perSecond.slice(-1)[0] ?? '?'} req/s`
   const list = (xs: number[], digits = 2) => xs.map((x) => x.toFixed(digits)).join(' / ')
   const notes = [
-    `Per round, requests/s — turns ${list(turns.map((l) => l.reqPerSec), 0)}; hello-world ${list(hellos.map((l) => l.reqPerSec), 0)}; ` +
+    `Per round, requests/s — turns ${list(
+      turns.map((l) => l.reqPerSec),
+      0,
+    )}; hello-world ${list(
+      hellos.map((l) => l.reqPerSec),
+      0,
+    )}; ` +
       `each round's throughput ratio ${list(throughputRatios)}, p99 ratio ${list(p99Ratios)}; the targets take the medians (the mean of ` +
       `rounds: ${(turnLoad.reqPerSec / helloLoad.reqPerSec).toFixed(3)}×). The rounds exist because this shared VM's speed drifts between ` +
       'runs, and the hello-world baseline (the lighter of the two) moves the most.',
@@ -188,9 +215,11 @@ export async function run(): Promise<BenchResult> {
       metric(`diagnostic: requests/s, ${DIAG_ROTATE} sessions per connection`, rotating.reqPerSec, 'req/s', helloLoad.reqPerSec),
       metric(`diagnostic: latency p99, ${DIAG_ROTATE} sessions per connection`, rotating.p99, 'ms', helloLoad.p99),
     )
-    notes.push(`Diagnostic run (${DIAG_DURATION_S}s, not a target): each connection rotating over ${DIAG_ROTATE} fresh sessions, so histories stay ` +
-      `${DIAG_ROTATE}× shorter — ${rotating.reqPerSec.toFixed(0)} req/s (${secs(rotating)}), p99 ${rotating.p99} ms. ` +
-      'The gap to the measured run is the part of a turn\'s cost that grows with the session\'s history.')
+    notes.push(
+      `Diagnostic run (${DIAG_DURATION_S}s, not a target): each connection rotating over ${DIAG_ROTATE} fresh sessions, so histories stay ` +
+        `${DIAG_ROTATE}× shorter — ${rotating.reqPerSec.toFixed(0)} req/s (${secs(rotating)}), p99 ${rotating.p99} ms. ` +
+        "The gap to the measured run is the part of a turn's cost that grows with the session's history.",
+    )
   }
   return {
     name: 'turn-overhead',
@@ -201,12 +230,18 @@ export async function run(): Promise<BenchResult> {
       '`POST /hello` with `{"hello":"world"}` — same connections, duration, pipelining 1 and body. Each server runs alone in',
       'a child process. Every connection drives its own session (one turn per session at a time); the measured run uses',
       'fresh sessions, created after a warm-up run on other sessions. The two phases run in rounds, the order alternating; the',
-      'targets take the median over the rounds of each round\'s ratio, the other figures are means over the rounds. Latency is',
-      'autocannon\'s per-request response time (whole milliseconds).',
+      "targets take the median over the rounds of each round's ratio, the other figures are means over the rounds. Latency is",
+      "autocannon's per-request response time (whole milliseconds).",
     ].join(' '),
     config: {
-      connections: CONNECTIONS, 'duration (s)': DURATION_S, 'warm-up (s)': WARMUP_S, rounds: ROUNDS, pipelining: 1,
-      'request body': BODY, model: 'offline:echo', capabilities: capabilitySummary(ENV),
+      connections: CONNECTIONS,
+      'duration (s)': DURATION_S,
+      'warm-up (s)': WARMUP_S,
+      rounds: ROUNDS,
+      pipelining: 1,
+      'request body': BODY,
+      model: 'offline:echo',
+      capabilities: capabilitySummary(ENV),
     },
     metrics,
     targets,

@@ -39,7 +39,6 @@ const ROWS = [
 ] as const
 type RowKey = (typeof ROWS)[number]['key']
 
-
 async function cannon(server: ServerChild, duration: number, setupClient: (c: AutocannonClient) => void): Promise<Load> {
   return runLoad(server, { url: server.url, connections: CONNECTIONS, duration, method: 'POST', headers: HEADERS, body: BODY, setupClient })
 }
@@ -52,7 +51,9 @@ async function json(url: string, body: unknown): Promise<{ status: number; body:
 async function createSessions(base: string, n: number): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < n; i += 20) {
-    const batch = await Promise.all(Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })))
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(20, n - i) }, () => json(`${base}/v1/sessions`, { model: 'offline:echo' })),
+    )
     for (const r of batch) {
       if (r.status !== 201) throw new Error(`POST /v1/sessions → ${r.status} ${JSON.stringify(r.body)}`)
       ids.push(r.body.session_id)
@@ -93,13 +94,18 @@ export async function run(): Promise<BenchResult> {
         }
         const warmSessions = await createSessions(server.url, CONNECTIONS)
         const runSessions = await createSessions(server.url, CONNECTIONS)
-        log(`round ${round + 1}/${ROUNDS}, ${row.label}: warm-up ${WARMUP_S}s, then ${DURATION_S}s × ${CONNECTIONS} connections (one session each)`)
+        log(
+          `round ${round + 1}/${ROUNDS}, ${row.label}: warm-up ${WARMUP_S}s, then ${DURATION_S}s × ${CONNECTIONS} connections (one session each)`,
+        )
         const warm = await cannon(server, WARMUP_S, perConnectionSession(warmSessions))
-        if (warm.non2xx + warm.errors > 0) log(`  warm-up: ${warm.non2xx} non-2xx, ${warm.errors} errors ${JSON.stringify(warm.statusCodes)}`)
+        if (warm.non2xx + warm.errors > 0)
+          log(`  warm-up: ${warm.non2xx} non-2xx, ${warm.errors} errors ${JSON.stringify(warm.statusCodes)}`)
         const l = await cannon(server, DURATION_S, perConnectionSession(runSessions))
         runs[row.key].push(l)
-        log(`  ${l.reqPerSec.toFixed(0)} turns/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %` +
-          (l.non2xx + l.errors > 0 ? `; ${l.non2xx} non-2xx, ${l.errors} errors ${JSON.stringify(l.statusCodes)}` : ''))
+        log(
+          `  ${l.reqPerSec.toFixed(0)} turns/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %` +
+            (l.non2xx + l.errors > 0 ? `; ${l.non2xx} non-2xx, ${l.errors} errors ${JSON.stringify(l.statusCodes)}` : ''),
+        )
         if (row.key !== 'ephemeral') {
           // The first measured session, read back: every turn it acknowledged is in the log.
           const res = await fetch(`${server.url}/v1/sessions/${runSessions[0]}`)
@@ -140,12 +146,21 @@ export async function run(): Promise<BenchResult> {
   const list = (xs: number[], digits = 2) => xs.map((x) => x.toFixed(digits)).join(' / ')
   const secs = (l: Load) => `${l.perSecond[0] ?? '?'} → ${l.perSecond.at(-1) ?? '?'}`
   const notes = [
-    `Per round, turns/s — ephemeral ${list(runs.ephemeral.map((l) => l.reqPerSec), 0)}; fsync ${list(runs.fsync.map((l) => l.reqPerSec), 0)}; ` +
-      `relaxed ${list(runs.relaxed.map((l) => l.reqPerSec), 0)}. Each round's ratio to that round's ephemeral run: fsync ${list(perRound('fsync'))}, ` +
+    `Per round, turns/s — ephemeral ${list(
+      runs.ephemeral.map((l) => l.reqPerSec),
+      0,
+    )}; fsync ${list(
+      runs.fsync.map((l) => l.reqPerSec),
+      0,
+    )}; ` +
+      `relaxed ${list(
+        runs.relaxed.map((l) => l.reqPerSec),
+        0,
+      )}. Each round's ratio to that round's ephemeral run: fsync ${list(perRound('fsync'))}, ` +
       `relaxed ${list(perRound('relaxed'))}; the target takes the median (fsync ${median(perRound('fsync')).toFixed(3)}×; the mean of rounds ` +
       `${(f.reqPerSec / e.reqPerSec).toFixed(3)}×).`,
     `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column, means of rounds). ` +
-      `fsync: ${(100 * f.reqPerSec / e.reqPerSec).toFixed(0)} % of it; relaxed: ${(100 * r.reqPerSec / e.reqPerSec).toFixed(0)} %.`,
+      `fsync: ${((100 * f.reqPerSec) / e.reqPerSec).toFixed(0)} % of it; relaxed: ${((100 * r.reqPerSec) / e.reqPerSec).toFixed(0)} %.`,
     `Status codes (all rounds) — ephemeral ${JSON.stringify(statusCodes(runs.ephemeral))}, fsync ${JSON.stringify(statusCodes(runs.fsync))}, relaxed ${JSON.stringify(statusCodes(runs.relaxed))}.`,
     `Turns/s first → last second of the last round's measured run: ephemeral ${secs(runs.ephemeral.at(-1)!)}, fsync ${secs(runs.fsync.at(-1)!)}, ` +
       `relaxed ${secs(runs.relaxed.at(-1)!)}; ≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of an fsync run.`,
@@ -173,12 +188,18 @@ export async function run(): Promise<BenchResult> {
       'child process with a fresh data directory: `BURROW_SESSION_STORE=off` (ephemeral, the baseline column), `lmdb` with',
       '`BURROW_DURABILITY=fsync` (a commit resolves once flushed to disk), and `lmdb` with `relaxed`. Each configuration gets a warm-up',
       'run on other sessions, then the measured run on fresh sessions. The configurations run in rounds, the order rotated each round;',
-      'the target is the median over the rounds of each round\'s fsync / ephemeral ratio, the other figures are means over the rounds.',
-      'Latency is autocannon\'s per-request time (whole milliseconds).',
+      "the target is the median over the rounds of each round's fsync / ephemeral ratio, the other figures are means over the rounds.",
+      "Latency is autocannon's per-request time (whole milliseconds).",
     ].join(' '),
     config: {
-      connections: CONNECTIONS, 'duration (s)': DURATION_S, 'warm-up (s)': WARMUP_S, rounds: ROUNDS, pipelining: 1, 'request body': BODY,
-      model: 'offline:echo', 'data dir': `fresh ${envs.fsync.BURROW_DATA_DIR?.replace(/-[^-/]+$/, '-*') ?? 'n/a'}`,
+      connections: CONNECTIONS,
+      'duration (s)': DURATION_S,
+      'warm-up (s)': WARMUP_S,
+      rounds: ROUNDS,
+      pipelining: 1,
+      'request body': BODY,
+      model: 'offline:echo',
+      'data dir': `fresh ${envs.fsync.BURROW_DATA_DIR?.replace(/-[^-/]+$/, '-*') ?? 'n/a'}`,
       'capabilities (fsync row)': capabilitySummary(envs.fsync),
     },
     metrics,

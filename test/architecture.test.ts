@@ -20,7 +20,10 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   store: { layers: ['core', 'store'], packages: /^(node:.*|lmdb|pg)$/ },
   memory: { layers: ['core', 'memory'], packages: /^(node:.*|lmdb|hnswlib-node|undici)$/ },
   providers: { layers: ['core', 'providers'], packages: /^(node:.*|undici|eventsource-parser)$/ },
-  surfaces: { layers: ['core', 'surfaces'], packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*)$/ },
+  surfaces: {
+    layers: ['core', 'surfaces'],
+    packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*)$/,
+  },
   client: { layers: ['core', 'client'], packages: /^(node:.*|undici|eventsource-parser)$/ },
   app: { layers: ['core', 'session', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },
   bin: { layers: ['app', 'bin'], packages: /^node:.*$/ },
@@ -33,11 +36,17 @@ function layerViolations(base: string): string[] {
     const from = layerOf(base, file)
     const rule = allowed[from]
     const name = relative(base, file)
-    if (!rule) { out.push(`${name}: unknown layer '${from}'`); continue }
+    if (!rule) {
+      out.push(`${name}: unknown layer '${from}'`)
+      continue
+    }
     for (const spec of imports(file)) {
       if (spec.startsWith('.')) {
         const target = resolve(dirname(file), spec)
-        if (!target.startsWith(base + '/')) { out.push(`${name} imports outside src: ${spec}`); continue }
+        if (!target.startsWith(base + '/')) {
+          out.push(`${name} imports outside src: ${spec}`)
+          continue
+        }
         const to = layerOf(base, target)
         if (!rule.layers.includes(to)) out.push(`${name} (${from}) must not import ${to}: ${spec}`)
       } else if (!rule.packages.test(spec)) {
@@ -85,7 +94,10 @@ t.test('surfaces reach each other only through surfaces/http/ and their index.ts
 t.test('the checkers catch a synthetic violation of each rule', async (t) => {
   const base = mkdtempSync(join(tmpdir(), 'burrow-arch-'))
   t.teardown(() => rmSync(base, { recursive: true, force: true }))
-  const put = (file: string, text: string) => { mkdirSync(dirname(join(base, file)), { recursive: true }); writeFileSync(join(base, file), text) }
+  const put = (file: string, text: string) => {
+    mkdirSync(dirname(join(base, file)), { recursive: true })
+    writeFileSync(join(base, file), text)
+  }
   put('core/a.ts', "import { b } from '../session/b.js'\nexport const a = b\n")
   put('session/b.ts', "import type { C } from './c.js'\nexport const b = 1\nexport type B = C\n")
   put('session/c.ts', "import type { B } from './b.js'\nexport type C = B | number\n")
@@ -93,15 +105,20 @@ t.test('the checkers catch a synthetic violation of each rule', async (t) => {
   put('surfaces/rest/index.ts', "export { r } from './r.js'\n")
   put('surfaces/rpc/x.ts', "import { r } from '../rest/r.js'\nexport const x = r\n")
   put('surfaces/cli/y.ts', "import { r } from '../rest/index.js'\nimport { h } from '../http/h.js'\nexport const y = r + h\n")
-  put('surfaces/http/h.ts', "export const h = 1\n")
+  put('surfaces/http/h.ts', 'export const h = 1\n')
   put('surfaces/fastify-user.ts', "import lmdb from 'lmdb'\nexport default lmdb\n")
-  t.same(layerViolations(base), ['core/a.ts (core) must not import session: ../session/b.js', 'surfaces/fastify-user.ts (surfaces) must not import package lmdb'])
+  t.same(layerViolations(base), [
+    'core/a.ts (core) must not import session: ../session/b.js',
+    'surfaces/fastify-user.ts (surfaces) must not import package lmdb',
+  ])
   t.same(importCycles(importGraph(base), base), [['session/b.ts', 'session/c.ts']], 'a cycle of type-only imports')
   t.same(surfaceViolations(base), ['surfaces/rpc/x.ts reaches into surfaces/rest: surfaces/rest/r.ts'], 'index.ts and http/ are allowed')
 })
 
 t.test('source files stay small', async (t) => {
-  const big = files(src).filter((f) => readFileSync(f, 'utf8').split('\n').length > 400).map((f) => relative(root, f))
+  const big = files(src)
+    .filter((f) => readFileSync(f, 'utf8').split('\n').length > 400)
+    .map((f) => relative(root, f))
   t.same(big, [], 'split files past 400 lines by responsibility')
 })
 
@@ -133,10 +150,11 @@ t.test('only request-validation.ts builds a validator; zod is not used', async (
 })
 
 t.test('JSON-RPC numbers and exit codes are written only beside the code table', async (t) => {
-  const bad = files(src).filter((f) => !NUMBER_HOMES.includes(relative(root, f)))
+  const bad = files(src)
+    .filter((f) => !NUMBER_HOMES.includes(relative(root, f)))
     .flatMap((f) => protocolNumbers(readFileSync(f, 'utf8')).map((n) => `${relative(root, f)}: ${n}`))
   t.same(bad, [], 'import JSON_RPC / EXIT from core/protocol-numbers.ts or a row of core/errors.ts')
   // The checker sees numbers in code, not in prose.
   t.same(protocolNumbers('if (code === -32600) process.exit(78)\nprocess.exitCode = 1'), ['-32600', 'exit(78', 'exitCode = 1'])
-  t.same(protocolNumbers('// answered -32700\n/** exits 78 */ const url = \'https://x\' // exit(1)'), [])
+  t.same(protocolNumbers("// answered -32700\n/** exits 78 */ const url = 'https://x' // exit(1)"), [])
 })

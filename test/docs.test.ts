@@ -16,23 +16,36 @@ const read = (path: string) => readFileSync(join(root, path), 'utf8')
 function repositoryFiles(): string[] {
   try {
     return execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
-      .split('\0').filter((f) => f.length > 0 && existsSync(join(root, f)))
+      .split('\0')
+      .filter((f) => f.length > 0 && existsSync(join(root, f)))
   } catch {
     const skip = new Set(['.git', 'node_modules', 'dist', 'data'])
-    const walk = (dir: string): string[] => readdirSync(join(root, dir)).flatMap((f) => {
-      const p = dir ? `${dir}/${f}` : f
-      if (skip.has(f)) return []
-      return statSync(join(root, p)).isDirectory() ? walk(p) : [p]
-    })
+    const walk = (dir: string): string[] =>
+      readdirSync(join(root, dir)).flatMap((f) => {
+        const p = dir ? `${dir}/${f}` : f
+        if (skip.has(f)) return []
+        return statSync(join(root, p)).isDirectory() ? walk(p) : [p]
+      })
     return walk('')
   }
 }
 
-const DOCS = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
+const DOCS = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+]
 
 t.test('nothing in the repository points at documents outside it', async (t) => {
   // Spelled in pieces, so this file does not name what it looks for.
-  const outside = [['..', 'shared'].join('/'), ['CONTRACT', 'md'].join('.'), ['contract', '§'].join(' '), ['STYLE', 'md'].join('.'), ['STACK-NOTES', 'md'].join('.')]
+  const outside = [
+    ['..', 'shared'].join('/'),
+    ['CONTRACT', 'md'].join('.'),
+    ['contract', '§'].join(' '),
+    ['STYLE', 'md'].join('.'),
+    ['STACK-NOTES', 'md'].join('.'),
+  ]
   const files = repositoryFiles()
   t.ok(files.length > 100, `read the repository (${files.length} files)`)
   const found: string[] = []
@@ -54,7 +67,14 @@ function anchors(markdown: string): Set<string> {
   for (const line of markdown.split('\n')) {
     if (line.startsWith('```')) fenced = !fenced
     const m = !fenced && /^#{1,6} (.+)$/.exec(line)
-    if (m) out.add(m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'))
+    if (m)
+      out.add(
+        m[1]!
+          .trim()
+          .toLowerCase()
+          .replace(/[^\p{L}\p{N} _-]/gu, '')
+          .replace(/ /g, '-'),
+      )
   }
   return out
 }
@@ -66,13 +86,23 @@ t.test('every link in the README and docs/ resolves inside the repository', asyn
     const text = read(doc).replace(/^```[\s\S]*?^```$/gm, '')
     for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
       const target = m[1]!
-      if (/^[a-z]+:/i.test(target)) { problems.push(`${doc}: links outside the repository: ${target}`); continue }
+      if (/^[a-z]+:/i.test(target)) {
+        problems.push(`${doc}: links outside the repository: ${target}`)
+        continue
+      }
       links++
       const [path, anchor] = target.split('#') as [string, string | undefined]
       const file = path === '' ? join(root, doc) : resolve(dirname(join(root, doc)), path)
-      if (relative(root, file).startsWith(`..${sep}`) || relative(root, file) === '..') { problems.push(`${doc}: ${target} leaves the repository`); continue }
-      if (!existsSync(file)) { problems.push(`${doc}: ${target} does not exist`); continue }
-      if (anchor !== undefined && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(anchor)) problems.push(`${doc}: ${target} names no heading`)
+      if (relative(root, file).startsWith(`..${sep}`) || relative(root, file) === '..') {
+        problems.push(`${doc}: ${target} leaves the repository`)
+        continue
+      }
+      if (!existsSync(file)) {
+        problems.push(`${doc}: ${target} does not exist`)
+        continue
+      }
+      if (anchor !== undefined && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(anchor))
+        problems.push(`${doc}: ${target} names no heading`)
     }
   }
   t.ok(links > 20, `checked ${links} links`)
@@ -111,9 +141,21 @@ t.test('docs/configuration.md, .env.example and config.ts name the same variable
   const example = read('.env.example')
   const inExample = new Set([...example.matchAll(/^#?\s*([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!))
   t.ok(inCode.size > 30, `config.ts reads ${inCode.size} variables`)
-  t.same([...inCode].filter((v) => !inDocs.has(v)), [], 'read by config.ts but not in docs/configuration.md')
-  t.same([...inDocs.keys()].filter((v) => !inCode.has(v)), [], 'in docs/configuration.md but never read')
-  t.same([...inCode].filter((v) => !inExample.has(v)), [], 'read by config.ts but not in .env.example')
+  t.same(
+    [...inCode].filter((v) => !inDocs.has(v)),
+    [],
+    'read by config.ts but not in docs/configuration.md',
+  )
+  t.same(
+    [...inDocs.keys()].filter((v) => !inCode.has(v)),
+    [],
+    'in docs/configuration.md but never read',
+  )
+  t.same(
+    [...inCode].filter((v) => !inExample.has(v)),
+    [],
+    'read by config.ts but not in .env.example',
+  )
   t.same([...inDocs.keys()], [...new Set(inDocs.keys())], 'one row per variable')
   const cli = documentedVariables('CLI variables')
   t.same([...cli.keys()].sort(), ['BURROW_API_KEY', 'BURROW_URL'])

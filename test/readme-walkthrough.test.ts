@@ -19,8 +19,17 @@ const SECTION = '## A session with curl'
 const BASE = 'localhost:8080'
 const EXPECT = '# → '
 
-interface Step { index: number; script: string; expected: string[] }
-interface Ran { step: Step; rc: number; out: string[]; vars: Record<string, string> }
+interface Step {
+  index: number
+  script: string
+  expected: string[]
+}
+interface Ran {
+  step: Step
+  rc: number
+  out: string[]
+  vars: Record<string, string>
+}
 
 /** The walkthrough's `sh` blocks, in order. */
 function walkthroughSteps(readme: string): Step[] {
@@ -56,17 +65,39 @@ const CHECKS: Array<{ what: RegExp; check: (t: Test, r: Ran) => void }> = [
       const types = frames.map((f) => f.event)
       t.equal(types[0], 'turn_started')
       t.ok(types.includes('text_delta'), 'text deltas stream as the model writes')
-      t.same(types.filter((x) => x !== 'text_delta'), ['turn_started', 'assistant_message', 'turn_completed'])
-      t.same(frames.filter((f) => f.id !== undefined).map((f) => f.id), ['5', '6', '7'], 'stored events carry their seq as id')
-      t.ok(frames.filter((f) => f.event === 'text_delta').every((f) => f.id === undefined), 'text deltas have no id')
+      t.same(
+        types.filter((x) => x !== 'text_delta'),
+        ['turn_started', 'assistant_message', 'turn_completed'],
+      )
+      t.same(
+        frames.filter((f) => f.id !== undefined).map((f) => f.id),
+        ['5', '6', '7'],
+        'stored events carry their seq as id',
+      )
+      t.ok(
+        frames.filter((f) => f.event === 'text_delta').every((f) => f.id === undefined),
+        'text deltas have no id',
+      )
       const done = JSON.parse(frames.at(-1)!.data!)
       t.match(done, { seq: 7, session_id: r.vars.SESSION, turn: 2, type: 'turn_completed', data: { output_text: 'echo: Stream this.' } })
     },
   },
   {
     what: /\/events\?after=0/,
-    check: (t, r) => t.same(r.out, ['session_created', 'turn_started', 'assistant_message', 'turn_completed', 'turn_started', 'assistant_message', 'turn_completed']
-      .map((type) => `event: ${type}`), 'every stored event since seq 0, in order'),
+    check: (t, r) =>
+      t.same(
+        r.out,
+        [
+          'session_created',
+          'turn_started',
+          'assistant_message',
+          'turn_completed',
+          'turn_started',
+          'assistant_message',
+          'turn_completed',
+        ].map((type) => `event: ${type}`),
+        'every stored event since seq 0, in order',
+      ),
   },
 ]
 
@@ -74,7 +105,11 @@ function sseFrames(lines: string[]): Array<{ id?: string; event?: string; data?:
   const frames: Array<{ id?: string; event?: string; data?: string }> = []
   let cur: { id?: string; event?: string; data?: string } = {}
   for (const line of [...lines, '']) {
-    if (line === '') { if (Object.keys(cur).length) frames.push(cur); cur = {}; continue }
+    if (line === '') {
+      if (Object.keys(cur).length) frames.push(cur)
+      cur = {}
+      continue
+    }
     const m = /^(id|event|data): (.*)$/.exec(line)
     if (m) cur[m[1] as 'id' | 'event' | 'data'] = m[2]!
   }
@@ -91,12 +126,18 @@ async function runSteps(steps: Step[], base: string, cwd: string): Promise<{ ran
     for (const n of names) script += `printf '\\037${n}=%s\\n' "$${n}"\n`
   }
   const child = spawn('bash', ['--noprofile', '--norc', '-c', script], {
-    cwd, env: { PATH: process.env.PATH!, HOME: cwd, LC_ALL: 'C.UTF-8' }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd,
+    env: { PATH: process.env.PATH!, HOME: cwd, LC_ALL: 'C.UTF-8' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stdout = ''
   let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d })
-  child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d })
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d
+  })
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d
+  })
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve))
   clearTimeout(timer)
@@ -130,15 +171,29 @@ t.test('the README walkthrough runs as written against a live server', async (t)
 
   const dataDir = mkdtempSync(join(tmpdir(), 'burrow-readme-'))
   const cwd = mkdtempSync(join(tmpdir(), 'burrow-readme-shell-'))
-  t.teardown(() => { rmSync(dataDir, { recursive: true, force: true }); rmSync(cwd, { recursive: true, force: true }) })
+  t.teardown(() => {
+    rmSync(dataDir, { recursive: true, force: true })
+    rmSync(cwd, { recursive: true, force: true })
+  })
   // Only PATH, HOME and TMPDIR from the test's environment: no provider keys, the quick start's defaults.
-  const server = await spawnServer({
-    HOST: '127.0.0.1', PORT: '0', BURROW_DATA_DIR: dataDir,
-    BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on',
-  }, { inherit: false })
+  const server = await spawnServer(
+    {
+      HOST: '127.0.0.1',
+      PORT: '0',
+      BURROW_DATA_DIR: dataDir,
+      BURROW_SESSION_STORE: 'lmdb',
+      BURROW_MEMORY_STORE: 'hnsw',
+      BURROW_COMPACTION: 'on',
+    },
+    { inherit: false },
+  )
   t.teardown(() => stopServer(server))
   const caps = server.lines.find((l) => l.capabilities)
-  t.same(caps?.capabilities, { session_store: true, memory_store: true, session_compaction: true }, 'every capability on, as in the quick start')
+  t.same(
+    caps?.capabilities,
+    { session_store: true, memory_store: true, session_compaction: true },
+    'every capability on, as in the quick start',
+  )
 
   const { ran, stderr, code } = await runSteps(steps, new URL(server.url).host, cwd)
   t.equal(code, 0, 'the shell ran to the end')

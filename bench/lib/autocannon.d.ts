@@ -31,9 +31,27 @@ declare module 'autocannon' {
   }
 
   export interface Histogram {
-    average: number; mean: number; stddev: number; min: number; max: number; total: number
-    p0_001: number; p0_01: number; p0_1: number; p1: number; p2_5: number; p10: number; p25: number
-    p50: number; p75: number; p90: number; p97_5: number; p99: number; p99_9: number; p99_99: number; p99_999: number
+    average: number
+    mean: number
+    stddev: number
+    min: number
+    max: number
+    total: number
+    p0_001: number
+    p0_01: number
+    p0_1: number
+    p1: number
+    p2_5: number
+    p10: number
+    p25: number
+    p50: number
+    p75: number
+    p90: number
+    p97_5: number
+    p99: number
+    p99_9: number
+    p99_99: number
+    p99_999: number
   }
 
   export interface AutocannonResult {
@@ -47,7 +65,11 @@ declare module 'autocannon' {
     mismatches: number
     non2xx: number
     resets: number
-    '1xx': number; '2xx': number; '3xx': number; '4xx': number; '5xx': number
+    '1xx': number
+    '2xx': number
+    '3xx': number
+    '4xx': number
+    '5xx': number
     statusCodeStats: Record<string, { count: number }>
     connections: number
     pipelining: number

@@ -57,7 +57,11 @@ export async function startServer(mode: 'burrow' | 'hello', env: Record<string, 
   let timings: Partial<StartupTimings> = {}
   const url = await new Promise<string>((res, rej) => {
     const onMsg = (m: ChildMessage) => {
-      if (m.type === 'ready') { child.off('message', onMsg); timings = m.timings ?? {}; res(m.url) }
+      if (m.type === 'ready') {
+        child.off('message', onMsg)
+        timings = m.timings ?? {}
+        res(m.url)
+      }
       if (m.type === 'error') rej(new Error(`bench server failed to start:\n${m.message}`))
     }
     child.on('message', onMsg)
@@ -73,7 +77,11 @@ export async function startServer(mode: 'burrow' | 'hello', env: Record<string, 
     stats(gc) {
       return new Promise((res) => {
         const onMsg = (m: ChildMessage) => {
-          if (m.type === 'stats') { child.off('message', onMsg); const { type: _t, ...stats } = m; res(stats) }
+          if (m.type === 'stats') {
+            child.off('message', onMsg)
+            const { type: _t, ...stats } = m
+            res(stats)
+          }
         }
         child.on('message', onMsg)
         child.send({ type: 'stats', gc })
@@ -83,7 +91,9 @@ export async function startServer(mode: 'burrow' | 'hello', env: Record<string, 
       try {
         const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
         return m ? Number(m[1]) * 1024 : null
-      } catch { return null }
+      } catch {
+        return null
+      }
     },
     async stop() {
       if (child.exitCode === null && child.connected) child.send({ type: 'stop' })

@@ -6,11 +6,25 @@
  */
 import { readFileSync } from 'node:fs'
 
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[]; hitCount?: number }
-interface Profile { nodes: Node[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+interface Node {
+  id: number
+  callFrame: { functionName: string; url: string; lineNumber: number }
+  children?: number[]
+  hitCount?: number
+}
+interface Profile {
+  nodes: Node[]
+  samples: number[]
+  timeDeltas: number[]
+  startTime: number
+  endTime: number
+}
 
 const file = process.argv[2]
-if (!file) { console.error('usage: profile-summary.ts <file.cpuprofile> [top]'); process.exit(2) }
+if (!file) {
+  console.error('usage: profile-summary.ts <file.cpuprofile> [top]')
+  process.exit(2)
+}
 const top = Number(process.argv[3] ?? 30)
 const p = JSON.parse(readFileSync(file, 'utf8')) as Profile
 
@@ -46,14 +60,18 @@ for (const [id, us] of selfUs) {
   const seen = new Set<string>()
   for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
     const l = label(byId.get(cur)!)
-    if (!seen.has(l)) { seen.add(l); incl.set(l, (incl.get(l) ?? 0) + us) }
+    if (!seen.has(l)) {
+      seen.add(l)
+      incl.set(l, (incl.get(l) ?? 0) + us)
+    }
   }
 }
 
 const pct = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`
 const show = (title: string, m: Map<string, number>, n: number) => {
   console.log(`\n## ${title}`)
-  for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${pct(v)}  ${(v / 1000).toFixed(0).padStart(7)} ms  ${k}`)
+  for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n))
+    console.log(`${pct(v)}  ${(v / 1000).toFixed(0).padStart(7)} ms  ${k}`)
 }
 console.log(`${file}: ${(total / 1000).toFixed(0)} ms sampled`)
 show('self time by source', srcSelf, top)

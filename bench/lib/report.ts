@@ -18,24 +18,33 @@ export interface Machine {
 }
 
 /** Machine-wide busy/total CPU ticks and this process's own + its reaped children's ticks (Linux). */
-export interface Usage { busy: number; total: number; self: number }
+export interface Usage {
+  busy: number
+  total: number
+  self: number
+}
 
 export function usage(): Usage | null {
   const m = cpuTimes()
   if (!m) return null
   try {
     const stat = readFileSync('/proc/self/stat', 'utf8')
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+    const f = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number)
     // fields 14-17 (utime, stime, cutime, cstime) are at 11-14 after the ')'-terminated comm
     const self = (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)
     return { busy: m.total - m.idle, total: m.total, self }
-  } catch { return null }
+  } catch {
+    return null
+  }
 }
 
 /** Share of all CPUs used by other processes between two snapshots (children must have exited by `b`). */
 export function otherLoad(a: Usage | null, b: Usage | null): number | null {
   if (!a || !b || b.total <= a.total) return null
-  return Math.max(0, ((b.busy - a.busy) - (b.self - a.self)) / (b.total - a.total))
+  return Math.max(0, (b.busy - a.busy - (b.self - a.self)) / (b.total - a.total))
 }
 
 function cpuTimes(): { idle: number; total: number } | null {
@@ -44,7 +53,9 @@ function cpuTimes(): { idle: number; total: number } | null {
     const f = line.trim().split(/\s+/).slice(1).map(Number)
     const idle = (f[3] ?? 0) + (f[4] ?? 0)
     return { idle, total: f.reduce((a, b) => a + b, 0) }
-  } catch { return null }
+  } catch {
+    return null
+  }
 }
 
 /** The machine, and how busy it was just before a benchmark (samples for one second). */
@@ -85,31 +96,57 @@ const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ')
 function metricsTable(ms: Metric[]): string {
   const withBaseline = ms.some((m) => m.baseline !== undefined)
   const rows = withBaseline
-    ? ['| Metric | Burrow | Baseline | Burrow / baseline |', '|---|---:|---:|---:|',
-      ...ms.map((m) => `| ${cell(m.name)} | ${num(m.value, m.unit)} | ${m.baseline === undefined ? '—' : num(m.baseline, m.unit)} | ${ratio(m.ratio)} |`)]
+    ? [
+        '| Metric | Burrow | Baseline | Burrow / baseline |',
+        '|---|---:|---:|---:|',
+        ...ms.map(
+          (m) =>
+            `| ${cell(m.name)} | ${num(m.value, m.unit)} | ${m.baseline === undefined ? '—' : num(m.baseline, m.unit)} | ${ratio(m.ratio)} |`,
+        ),
+      ]
     : ['| Metric | Value |', '|---|---:|', ...ms.map((m) => `| ${cell(m.name)} | ${num(m.value, m.unit)} |`)]
   return rows.join('\n')
 }
 
 function targetsTable(ts: Target[]): string {
-  return ['| Target | Measured | Required | Result |', '|---|---:|---:|:---:|',
-    ...ts.map((t) => `| ${cell(t.name)} | ${num(t.actual, t.unit)} | ${t.op === '>=' ? '≥' : '≤'} ${num(t.limit, t.unit)} | ${t.pass ? 'PASS' : '**FAIL**'} |`)].join('\n')
+  return [
+    '| Target | Measured | Required | Result |',
+    '|---|---:|---:|:---:|',
+    ...ts.map(
+      (t) =>
+        `| ${cell(t.name)} | ${num(t.actual, t.unit)} | ${t.op === '>=' ? '≥' : '≤'} ${num(t.limit, t.unit)} | ${t.pass ? 'PASS' : '**FAIL**'} |`,
+    ),
+  ].join('\n')
 }
 
 // ---- sections ---------------------------------------------------------------------------
 
-export interface SectionMeta { title: string; pass: boolean | null; date: string; summary: string }
-export interface Section { name: string; meta: SectionMeta; text: string }
+export interface SectionMeta {
+  title: string
+  pass: boolean | null
+  date: string
+  summary: string
+}
+export interface Section {
+  name: string
+  meta: SectionMeta
+  text: string
+}
 
 const START = /^<!-- bench:([a-z0-9._-]+):start (\{.*\}) -->$/
 const end = (name: string) => `<!-- bench:${name}:end -->`
 
 export function renderSection(r: BenchResult, m: Machine): Section {
   const passed = r.targets.filter((t) => t.pass).length
-  const summary = r.targets.map((t) => `${t.name} ${num(t.actual, t.unit)} (${t.op === '>=' ? '≥' : '≤'} ${num(t.limit, t.unit)}) ${t.pass ? 'PASS' : 'FAIL'}`).join('; ')
+  const summary = r.targets
+    .map((t) => `${t.name} ${num(t.actual, t.unit)} (${t.op === '>=' ? '≥' : '≤'} ${num(t.limit, t.unit)}) ${t.pass ? 'PASS' : 'FAIL'}`)
+    .join('; ')
   const meta: SectionMeta = { title: r.title, pass: r.pass, date: r.date, summary }
-  const busy = (m.busyBefore === null ? '' : `, CPUs ${(m.busyBefore * 100).toFixed(0)} % busy in the second before`) +
-    (m.otherDuring === null || m.otherDuring === undefined ? '' : `; other processes used ${(m.otherDuring * 100).toFixed(0)} % of all CPUs during the run`)
+  const busy =
+    (m.busyBefore === null ? '' : `, CPUs ${(m.busyBefore * 100).toFixed(0)} % busy in the second before`) +
+    (m.otherDuring === null || m.otherDuring === undefined
+      ? ''
+      : `; other processes used ${(m.otherDuring * 100).toFixed(0)} % of all CPUs during the run`)
   const lines = [
     `<!-- bench:${r.name}:start ${JSON.stringify(meta)} -->`,
     `## ${r.title}`,
@@ -120,7 +157,8 @@ export function renderSection(r: BenchResult, m: Machine): Section {
     '',
     r.description,
     '',
-    '| Setting | Value |', '|---|---|',
+    '| Setting | Value |',
+    '|---|---|',
     ...Object.entries(r.config).map(([k, v]) => `| ${cell(k)} | ${cell(typeof v === 'number' ? num(v) : `\`${v}\``)} |`),
     '',
     '### Results',
@@ -139,14 +177,22 @@ export function renderSection(r: BenchResult, m: Machine): Section {
 
 export function renderError(name: string, err: unknown, m: Machine): Section {
   const date = new Date().toISOString()
-  const msg = err instanceof Error ? err.stack ?? err.message : String(err)
+  const msg = err instanceof Error ? (err.stack ?? err.message) : String(err)
   const meta: SectionMeta = { title: name, pass: null, date, summary: 'the benchmark did not complete' }
   return {
-    name, meta,
+    name,
+    meta,
     text: [
-      `<!-- bench:${name}:start ${JSON.stringify(meta)} -->`, `## ${name}`, '',
-      `**ERROR** — the benchmark did not complete · run ${date} · Node ${m.node} on ${m.cpu}, ${m.cores} cores`, '',
-      '```', msg, '```', '', end(name),
+      `<!-- bench:${name}:start ${JSON.stringify(meta)} -->`,
+      `## ${name}`,
+      '',
+      `**ERROR** — the benchmark did not complete · run ${date} · Node ${m.node} on ${m.cpu}, ${m.cores} cores`,
+      '',
+      '```',
+      msg,
+      '```',
+      '',
+      end(name),
     ].join('\n'),
   }
 }
@@ -162,7 +208,11 @@ export function parseSections(doc: string): Section[] {
     const j = lines.indexOf(end(name), i + 1)
     if (j === -1) continue
     let meta: SectionMeta
-    try { meta = JSON.parse(m[2]!) as SectionMeta } catch { meta = { title: name, pass: null, date: '', summary: '' } }
+    try {
+      meta = JSON.parse(m[2]!) as SectionMeta
+    } catch {
+      meta = { title: name, pass: null, date: '', summary: '' }
+    }
     out.push({ name, meta, text: lines.slice(i, j + 1).join('\n') })
     i = j
   }
@@ -200,7 +250,10 @@ export function renderDoc(sections: Section[], analysis: string | null = null): 
     '',
     '| Benchmark | Result | Run | Targets |',
     '|---|:---:|---|---|',
-    ...sections.map((s) => `| [${cell(s.meta.title)}](#${anchor(s.meta.title)}) | ${verdict(s.meta.pass)} | ${s.meta.date.slice(0, 10)} | ${cell(s.meta.summary)} |`),
+    ...sections.map(
+      (s) =>
+        `| [${cell(s.meta.title)}](#${anchor(s.meta.title)}) | ${verdict(s.meta.pass)} | ${s.meta.date.slice(0, 10)} | ${cell(s.meta.summary)} |`,
+    ),
     '',
     ...sections.flatMap((s) => [s.text, '']),
     analysis ?? `${ANALYSIS_START}\n${ANALYSIS_END}`,
@@ -210,5 +263,9 @@ export function renderDoc(sections: Section[], analysis: string | null = null): 
 
 /** GitHub's heading anchor. */
 function anchor(title: string): string {
-  return title.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-')
+  return title
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-')
 }

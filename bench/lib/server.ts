@@ -13,11 +13,16 @@ import Fastify from 'fastify'
 import { appImport } from './app.js'
 
 export interface ServerStats {
-  rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number
+  rss: number
+  heapTotal: number
+  heapUsed: number
+  external: number
+  arrayBuffers: number
   /** Whether two full GCs ran just before (only when asked and --expose-gc). */
   gc: boolean
   /** process.cpuUsage() of the server process, µs. */
-  cpuUserUs: number; cpuSystemUs: number
+  cpuUserUs: number
+  cpuSystemUs: number
 }
 /** Milestones of the child's start-up, in ms since its process started (performance.now()). */
 export interface StartupTimings {
@@ -28,7 +33,8 @@ export interface StartupTimings {
   /** listen() resolved (the start-up log line is written then). */
   listeningMs: number
 }
-export type ChildMessage = { type: 'ready'; url: string; timings?: StartupTimings } | ({ type: 'stats' } & ServerStats) | { type: 'error'; message: string }
+export type ChildMessage =
+  { type: 'ready'; url: string; timings?: StartupTimings } | ({ type: 'stats' } & ServerStats) | { type: 'error'; message: string }
 export type ParentMessage = { type: 'stats'; gc: boolean } | { type: 'stop' }
 
 const importedMs = performance.now()
@@ -54,7 +60,9 @@ async function start(mode: string): Promise<{ url: string; close: () => Promise<
   throw new Error(`unknown server mode '${mode}'`)
 }
 
-function send(m: ChildMessage): void { process.send?.(m) }
+function send(m: ChildMessage): void {
+  process.send?.(m)
+}
 
 const gc = (globalThis as { gc?: () => void }).gc
 
@@ -62,7 +70,10 @@ try {
   const server = await start(process.argv[2] ?? '')
   process.on('message', (m: ParentMessage) => {
     if (m.type === 'stats') {
-      if (m.gc && gc) { gc(); gc() }
+      if (m.gc && gc) {
+        gc()
+        gc()
+      }
       const cpu = process.cpuUsage()
       send({ type: 'stats', ...process.memoryUsage(), gc: Boolean(m.gc && gc), cpuUserUs: cpu.user, cpuSystemUs: cpu.system })
     } else if (m.type === 'stop') {
@@ -74,6 +85,6 @@ try {
   process.on('disconnect', () => process.exit(0))
   send({ type: 'ready', url: server.url, timings: { importedMs, createdMs, listeningMs: performance.now() } })
 } catch (err) {
-  send({ type: 'error', message: err instanceof Error ? err.stack ?? err.message : String(err) })
+  send({ type: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) })
   process.exit(1)
 }

@@ -72,5 +72,7 @@ export function isMain(importMetaUrl: string): boolean {
   if (!entry) return false
   try {
     return realpathSync(fileURLToPath(importMetaUrl)) === realpathSync(resolve(entry))
-  } catch { return false }
+  } catch {
+    return false
+  }
 }

@@ -40,17 +40,31 @@ const FLUSH_MARGIN_MS = 2_000
 /** The composition root: everything the service needs, wired from one checked Config. */
 export async function createBurrow(config: Config, opts: { logger?: PinoLogger; defaultMetrics?: boolean } = {}): Promise<Burrow> {
   const logger = opts.logger ?? createLogger(config.logLevel)
-  if (config.embedderOverridden && config.memoryStore !== 'off') logger.warn({ ignored: `BURROW_EMBEDDER=${config.embedderOverridden}`, embedder: 'endpoint' }, 'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint')
+  if (config.embedderOverridden && config.memoryStore !== 'off')
+    logger.warn(
+      { ignored: `BURROW_EMBEDDER=${config.embedderOverridden}`, embedder: 'endpoint' },
+      'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint',
+    )
   const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true })
   const built = await buildService(config, { logger, telemetry: metrics, version: VERSION })
   const memory = built.memory
-  if (memory?.indexBacklog) metrics.watch('burrow_memory_index_backlog', 'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).', () => memory.indexBacklog!())
+  if (memory?.indexBacklog)
+    metrics.watch(
+      'burrow_memory_index_backlog',
+      'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).',
+      () => memory.indexBacklog!(),
+    )
   const app = await buildHttpServer(config, built.service, metrics, logger)
   const drain = new HttpDrain(app.server)
   let closing: Promise<void> | null = null
 
   return {
-    app, service: built.service, projector: built.projector, indexer: built.indexer, config, logger,
+    app,
+    service: built.service,
+    projector: built.projector,
+    indexer: built.indexer,
+    config,
+    logger,
     async listen() {
       let url: string
       try {
@@ -59,16 +73,21 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
         throw listenStartupError(err, config.host, config.port) ?? err
       }
       const caps = built.service.capabilities()
-      logger.info({
-        capabilities: { session_store: caps.session_store, memory_store: caps.memory_store, session_compaction: caps.session_compaction },
-        providers: caps.providers.filter((p) => p.configured).map((p) => (p.offline ? `${p.name} (offline, deterministic)` : p.name)),
-        default_model: caps.default_model,
-        tenancy: caps.auth ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)` : 'single-tenant (no BURROW_API_KEYS: no auth)',
-        data_dir: config.dataDir,
-        ...(built.embedder ? { embedder: built.embedder } : {}),
-        address: url,
-        version: VERSION,
-      }, `burrow listening on ${url}`)
+      logger.info(
+        {
+          capabilities: { session_store: caps.session_store, memory_store: caps.memory_store, session_compaction: caps.session_compaction },
+          providers: caps.providers.filter((p) => p.configured).map((p) => (p.offline ? `${p.name} (offline, deterministic)` : p.name)),
+          default_model: caps.default_model,
+          tenancy: caps.auth
+            ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)`
+            : 'single-tenant (no BURROW_API_KEYS: no auth)',
+          data_dir: config.dataDir,
+          ...(built.embedder ? { embedder: built.embedder } : {}),
+          address: url,
+          version: VERSION,
+        },
+        `burrow listening on ${url}`,
+      )
       return url
     },
     close() {

@@ -10,7 +10,6 @@ import { buildService } from './service.js'
 import { StartupError } from './startup-error.js'
 import { VERSION } from './version.js'
 
-
 export { runCli } from '../surfaces/cli/cli.js'
 
 type Env = Record<string, string | undefined>
@@ -22,7 +21,9 @@ type Env = Record<string, string | undefined>
  */
 export function cliHost(io: CliIo, env: Env = process.env): CliHost {
   return {
-    io, env, version: VERSION,
+    io,
+    env,
+    version: VERSION,
     async connect({ url, dataDir }): Promise<CliBackend> {
       if (url) {
         if (!/^https?:\/\//.test(url)) throw new CliFatal(`--url must be an http(s) URL, got '${url}'.`, EXIT.CONFIG)
@@ -35,7 +36,9 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
         built = await buildService(config, { logger, telemetry: new Metrics({ defaultMetrics: false }), version: VERSION })
       } catch (err) {
         if (err instanceof StartupError) {
-          const hint = /in use by another Burrow process/.test(err.message) ? ' With the CLI: pass --url http://HOST:PORT of that server.' : ''
+          const hint = /in use by another Burrow process/.test(err.message)
+            ? ' With the CLI: pass --url http://HOST:PORT of that server.'
+            : ''
           throw new CliFatal(`${err.message}${hint}`, EXIT.CONFIG)
         }
         throw err
@@ -69,7 +72,13 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
       return new Promise<number>((resolve) => {
         const stop = (signal: string) => {
           burrow.logger.info({ signal }, 'shutting down')
-          burrow.close().then(() => resolve(EXIT.OK), (err) => { burrow.logger.error({ err }, 'shutdown failed'); resolve(EXIT.FAILURE) })
+          burrow.close().then(
+            () => resolve(EXIT.OK),
+            (err) => {
+              burrow.logger.error({ err }, 'shutdown failed')
+              resolve(EXIT.FAILURE)
+            },
+          )
         }
         process.once('SIGTERM', () => stop('SIGTERM'))
         process.once('SIGINT', () => stop('SIGINT'))
@@ -83,7 +92,9 @@ export function cliHost(io: CliIo, env: Env = process.env): CliHost {
         cb()
       }
       process.on('SIGINT', handler)
-      return () => { process.off('SIGINT', handler) }
+      return () => {
+        process.off('SIGINT', handler)
+      }
     },
   }
 }

@@ -26,8 +26,12 @@ export interface Config {
   logLevel: string
   bodyLimitBytes: number
   provider: {
-    headersTimeoutMs: number; idleTimeoutMs: number; connectTimeoutMs: number
-    maxRetries: number; retryBaseMs: number; retryMaxMs: number
+    headersTimeoutMs: number
+    idleTimeoutMs: number
+    connectTimeoutMs: number
+    maxRetries: number
+    retryBaseMs: number
+    retryMaxMs: number
   }
   maxTurnSteps: number
   defaultMaxTokens: number
@@ -80,8 +84,16 @@ export function loadConfig(env: Env = process.env): Config {
     compaction: r.oneOf('BURROW_COMPACTION', ['on', 'off'], 'on') === 'on',
     defaultModel: r.str('BURROW_DEFAULT_MODEL'),
     anthropic: { apiKey: r.str('ANTHROPIC_API_KEY'), baseUrl: r.url('ANTHROPIC_BASE_URL') ?? 'https://api.anthropic.com' },
-    openai: { apiKey: openaiKey, baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1', configured: Boolean(openaiKey || openaiBase) },
-    embeddings: { url: r.url('BURROW_EMBEDDINGS_URL'), model: r.str('BURROW_EMBEDDINGS_MODEL'), apiKey: r.str('BURROW_EMBEDDINGS_API_KEY') },
+    openai: {
+      apiKey: openaiKey,
+      baseUrl: r.url('OPENAI_BASE_URL') ?? 'https://api.openai.com/v1',
+      configured: Boolean(openaiKey || openaiBase),
+    },
+    embeddings: {
+      url: r.url('BURROW_EMBEDDINGS_URL'),
+      model: r.str('BURROW_EMBEDDINGS_MODEL'),
+      apiKey: r.str('BURROW_EMBEDDINGS_API_KEY'),
+    },
     embedder: r.oneOf('BURROW_EMBEDDER', ['hashed', 'use-lite'], DEFAULT_EMBEDDER),
     embedderOverridden: undefined,
     apiKeys: r.apiKeys('BURROW_API_KEYS'),
@@ -115,7 +127,8 @@ export function loadConfig(env: Env = process.env): Config {
     allowEmptyStore: r.oneOf('BURROW_ALLOW_EMPTY_STORE', ['true', 'false'], 'false') === 'true',
     minFreeBytes: r.int('BURROW_MIN_FREE_BYTES', 64 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
   }
-  if (config.embeddings.url && !config.embeddings.model) problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
+  if (config.embeddings.url && !config.embeddings.model)
+    problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
   if (config.embeddings.url) {
     if (r.str('BURROW_EMBEDDER') !== undefined) config.embedderOverridden = config.embedder
     config.embedder = 'endpoint'
@@ -128,7 +141,10 @@ export function loadConfig(env: Env = process.env): Config {
 }
 
 class Reader {
-  constructor(private readonly env: Env, private readonly problems: string[]) {}
+  constructor(
+    private readonly env: Env,
+    private readonly problems: string[],
+  ) {}
 
   str(name: string): string | undefined {
     const v = this.env[name]
@@ -176,7 +192,10 @@ class Reader {
   list(name: string): string[] | undefined {
     const v = this.str(name)
     if (v === undefined) return undefined
-    return v.split(',').map((s) => s.trim()).filter(Boolean)
+    return v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
   }
 
   apiKeys(name: string): Map<string, string> {
@@ -189,7 +208,10 @@ class Reader {
         this.problems.push(`${name} entry ${i + 1} must be key:tenant with a tenant of letters, digits, '_', '.', '-'`)
         continue
       }
-      if (out.has(key)) { this.problems.push(`${name} lists one key twice (entry ${i + 1})`); continue }
+      if (out.has(key)) {
+        this.problems.push(`${name} lists one key twice (entry ${i + 1})`)
+        continue
+      }
       out.set(key, tenant)
     }
     return out

@@ -24,14 +24,18 @@ export async function checkDataDir(dir: string, minFreeBytes: number): Promise<v
     try {
       await mkdir(dir, { recursive: true })
     } catch (err) {
-      throw new StartupError(`Cannot create the data directory ${dir} (${errno(err)}); create it or set BURROW_DATA_DIR to a writable directory.`)
+      throw new StartupError(
+        `Cannot create the data directory ${dir} (${errno(err)}); create it or set BURROW_DATA_DIR to a writable directory.`,
+      )
     }
   } else if (kind !== 'directory') {
-    throw new StartupError(`The data directory ${dir} exists but is not a directory; set BURROW_DATA_DIR to a directory, or move ${dir} aside.`)
+    throw new StartupError(
+      `The data directory ${dir} exists but is not a directory; set BURROW_DATA_DIR to a directory, or move ${dir} aside.`,
+    )
   }
   for (const sub of ['', ...SUBDIRS]) {
     const path = sub ? join(dir, sub) : dir
-    if (sub && await entryKind(path) !== 'directory') continue
+    if (sub && (await entryKind(path)) !== 'directory') continue
     await probeWritable(path, dir)
   }
   if (minFreeBytes > 0) {
@@ -72,7 +76,9 @@ export async function checkStoreFiles(config: Config, logger: Logger): Promise<S
   const state: StoreFilesState = { sessionStoreAbsent, projectedSessions }
   if (!state.sessionStoreAbsent || config.allowEmptyStore) return state
   if (projectedSessions > 0) {
-    throw emptyStore(`The session store ${join(dir, 'lmdb', 'data.mdb')} is missing but ${join(dir, 'sessions')} holds ${projectedSessions} projected sessions`)
+    throw emptyStore(
+      `The session store ${join(dir, 'lmdb', 'data.mdb')} is missing but ${join(dir, 'sessions')} holds ${projectedSessions} projected sessions`,
+    )
   }
   return state
 }
@@ -84,9 +90,14 @@ export async function checkStoreFiles(config: Config, logger: Logger): Promise<S
  */
 export async function checkStoreNotEmpty(config: Config, state: StoreFilesState, sessionIds: AsyncIterable<string>): Promise<void> {
   if (config.allowEmptyStore || state.sessionStoreAbsent || state.projectedSessions === 0) return
-  for await (const id of sessionIds) { void id; return }
+  for await (const id of sessionIds) {
+    void id
+    return
+  }
   const store = join(config.dataDir, 'lmdb', 'data.mdb')
-  throw emptyStore(`The session store ${store} holds no sessions but ${join(config.dataDir, 'sessions')} holds ${state.projectedSessions} projected sessions`)
+  throw emptyStore(
+    `The session store ${store} holds no sessions but ${join(config.dataDir, 'sessions')} holds ${state.projectedSessions} projected sessions`,
+  )
 }
 
 /** Checks one LMDB environment directory; true when it has no data yet. */
@@ -94,8 +105,11 @@ async function checkLmdbEnv(what: string, envDir: string, logger: Logger): Promi
   const data = join(envDir, 'data.mdb')
   const found = await checkLmdbFile(data)
   if (found.state === 'damaged') {
-    const fresh = what === 'session store' ? 'with an empty store (and BURROW_ALLOW_EMPTY_STORE=true; its sessions are then gone)' : 'with empty memory'
-    throw new StartupError(`The ${what} file ${data} ${found.problem}. Restore ${envDir} from a backup, or move it aside to start ${fresh}.`)
+    const fresh =
+      what === 'session store' ? 'with an empty store (and BURROW_ALLOW_EMPTY_STORE=true; its sessions are then gone)' : 'with empty memory'
+    throw new StartupError(
+      `The ${what} file ${data} ${found.problem}. Restore ${envDir} from a backup, or move it aside to start ${fresh}.`,
+    )
   }
   if (found.state === 'unreadable') throw inaccessible(what, data, found.code)
   if (found.state === 'ok' && found.note) logger.warn({ file: data, txnid: String(found.txnid) }, `${what} file ${data}: ${found.note}`)
@@ -130,7 +144,9 @@ async function probeWritable(path: string, dataDir: string): Promise<void> {
     const code = errno(err)
     if (code === 'ENOSPC' || code === 'EDQUOT') throw diskFull(dataDir, `has no space left (${code})`)
     const fix = code === 'EROFS' ? 'remount it read-write' : `give the user Burrow runs as${uid()} write access`
-    throw new StartupError(`The data directory ${path === dataDir ? dataDir : `${dataDir} (its ${path})`} is not writable (${code}); ${fix}, or set BURROW_DATA_DIR to a writable directory.`)
+    throw new StartupError(
+      `The data directory ${path === dataDir ? dataDir : `${dataDir} (its ${path})`} is not writable (${code}); ${fix}, or set BURROW_DATA_DIR to a writable directory.`,
+    )
   }
 }
 
@@ -141,20 +157,28 @@ async function entryKind(path: string): Promise<'missing' | 'directory' | 'other
     const code = errno(err)
     if (code === 'ENOENT') return 'missing'
     if (code === 'ENOTDIR') return 'other'
-    throw new StartupError(`Cannot inspect ${path} (${code}); give the user Burrow runs as${uid()} access to it, or set BURROW_DATA_DIR to another directory.`)
+    throw new StartupError(
+      `Cannot inspect ${path} (${code}); give the user Burrow runs as${uid()} access to it, or set BURROW_DATA_DIR to another directory.`,
+    )
   }
 }
 
 function emptyStore(finding: string): StartupError {
-  return new StartupError(`${finding}: BURROW_DATA_DIR may name the wrong directory, or the store was lost. Restore the store from a backup, or set BURROW_ALLOW_EMPTY_STORE=true to start with no sessions.`)
+  return new StartupError(
+    `${finding}: BURROW_DATA_DIR may name the wrong directory, or the store was lost. Restore the store from a backup, or set BURROW_ALLOW_EMPTY_STORE=true to start with no sessions.`,
+  )
 }
 
 function inaccessible(what: string, file: string, code: string): StartupError {
-  return new StartupError(`The ${what} file ${file} cannot be opened for reading and writing (${code}); give the user Burrow runs as${uid()} read and write access to it.`)
+  return new StartupError(
+    `The ${what} file ${file} cannot be opened for reading and writing (${code}); give the user Burrow runs as${uid()} read and write access to it.`,
+  )
 }
 
 function diskFull(dir: string, finding: string): StartupError {
-  return new StartupError(`The file system of the data directory ${dir} ${finding}; free space there or move the data directory to a larger disk (BURROW_DATA_DIR).`)
+  return new StartupError(
+    `The file system of the data directory ${dir} ${finding}; free space there or move the data directory to a larger disk (BURROW_DATA_DIR).`,
+  )
 }
 
 function errno(err: unknown): string {

@@ -40,11 +40,15 @@ function malformedLine(text: string): { line: number; what: string } | null {
   for (const [i, raw] of text.split(/\r?\n/).entries()) {
     const line = raw.trim()
     if (line === '' || raw.startsWith('#')) continue
-    if (line.startsWith('#')) return { line: i + 1, what: "is an indented comment, which Node's parser joins to the next line; start comments in the first column" }
+    if (line.startsWith('#'))
+      return { line: i + 1, what: "is an indented comment, which Node's parser joins to the next line; start comments in the first column" }
     const name = ASSIGNMENT.exec(raw)?.[1]
     if (name !== undefined && name in parsed) continue
     if (inValue(line)) continue
-    return { line: i + 1, what: name === undefined ? 'is not NAME=value' : `assigns ${name}, which Node's parser dropped (a line before it is malformed)` }
+    return {
+      line: i + 1,
+      what: name === undefined ? 'is not NAME=value' : `assigns ${name}, which Node's parser dropped (a line before it is malformed)`,
+    }
   }
   return null
 }

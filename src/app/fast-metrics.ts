@@ -1,7 +1,15 @@
 import type { Metric, Registry } from 'prom-client'
 
-interface Series { labels: Record<string, string>; value: number }
-interface HistogramSeries { labels: Record<string, string>; counts: number[]; sum: number; count: number }
+interface Series {
+  labels: Record<string, string>
+  value: number
+}
+interface HistogramSeries {
+  labels: Record<string, string>
+  counts: number[]
+  sum: number
+  count: number
+}
 type Sample = { value: number; labels: Record<string, string | number>; metricName?: string }
 
 /**
@@ -12,7 +20,11 @@ type Sample = { value: number; labels: Record<string, string | number>; metricNa
  */
 abstract class FastMetric {
   readonly aggregator = 'sum'
-  constructor(readonly name: string, readonly help: string, protected readonly labelNames: readonly string[]) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    protected readonly labelNames: readonly string[],
+  ) {}
 
   register(registry: Registry): this {
     registry.registerMetric(this as unknown as Metric)
@@ -21,7 +33,9 @@ abstract class FastMetric {
 
   protected labelsOf(values: readonly string[]): Record<string, string> {
     const out: Record<string, string> = {}
-    this.labelNames.forEach((n, i) => { out[n] = values[i] ?? '' })
+    this.labelNames.forEach((n, i) => {
+      out[n] = values[i] ?? ''
+    })
     return out
   }
 }
@@ -33,12 +47,21 @@ export class FastCounter extends FastMetric {
   inc(labelValues: readonly string[], by = 1): void {
     const key = labelValues.join('\u0001')
     let s = this.series.get(key)
-    if (!s) { s = { labels: this.labelsOf(labelValues), value: 0 }; this.series.set(key, s) }
+    if (!s) {
+      s = { labels: this.labelsOf(labelValues), value: 0 }
+      this.series.set(key, s)
+    }
     s.value += by
   }
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Sample[] }> {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.value })) }
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.value })),
+    }
   }
 }
 
@@ -46,14 +69,22 @@ export class FastHistogram extends FastMetric {
   readonly type = 'histogram'
   private readonly series = new Map<string, HistogramSeries>()
 
-  constructor(name: string, help: string, labelNames: readonly string[], private readonly buckets: readonly number[]) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    private readonly buckets: readonly number[],
+  ) {
     super(name, help, labelNames)
   }
 
   observe(labelValues: readonly string[], value: number): void {
     const key = labelValues.join('\u0001')
     let s = this.series.get(key)
-    if (!s) { s = { labels: this.labelsOf(labelValues), counts: new Array<number>(this.buckets.length + 1).fill(0), sum: 0, count: 0 }; this.series.set(key, s) }
+    if (!s) {
+      s = { labels: this.labelsOf(labelValues), counts: new Array<number>(this.buckets.length + 1).fill(0), sum: 0, count: 0 }
+      this.series.set(key, s)
+    }
     let i = 0
     while (i < this.buckets.length && value > this.buckets[i]!) i++
     s.counts[i]!++

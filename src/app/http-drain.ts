@@ -65,11 +65,13 @@ export class HttpDrain {
     const t0 = performance.now()
     const inFlight = this.open.size
     let timer: NodeJS.Timeout | undefined
-    const timeUp = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, timeoutMs)) })
+    const timeUp = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), Math.max(0, timeoutMs))
+    })
     const result = (forced: boolean, cut: number): DrainResult => ({ inFlight, forced, cut, ms: performance.now() - t0 })
     try {
       let closed: Promise<'closed'> | null = null
-      if (await Promise.race([this.when(() => !this.endedUnflushed()), timeUp]) !== 'timeout') {
+      if ((await Promise.race([this.when(() => !this.endedUnflushed()), timeUp])) !== 'timeout') {
         // Same tick as the check (only promise jobs ran since, no I/O): no answer can have ended meanwhile.
         closed = new Promise((resolve) => {
           if (this.server.listening) this.server.close(() => resolve('closed'))
@@ -77,7 +79,7 @@ export class HttpDrain {
         })
         // Sockets end as their last answer is flushed; one that carries no answered request (a client
         // that sent half a request, then stalled) holds the close until the time is up.
-        if (await Promise.race([closed, timeUp]) === 'closed') return result(false, 0)
+        if ((await Promise.race([closed, timeUp])) === 'closed') return result(false, 0)
       }
       const cut = this.open.size
       this.server.closeAllConnections()
@@ -99,8 +101,16 @@ export class HttpDrain {
   /** Resolves once `cond` holds, checked now and whenever a response closes. */
   private when(cond: () => boolean): Promise<'ok'> {
     return new Promise((resolve) => {
-      if (cond()) { resolve('ok'); return }
-      const check = () => { if (cond()) { this.waiters.delete(check); resolve('ok') } }
+      if (cond()) {
+        resolve('ok')
+        return
+      }
+      const check = () => {
+        if (cond()) {
+          this.waiters.delete(check)
+          resolve('ok')
+        }
+      }
       this.waiters.add(check)
     })
   }

@@ -28,7 +28,12 @@ let requestCounter = 0
 const nextRequestId = () => `${PROCESS_PREFIX}-${(++requestCounter).toString(36)}`
 
 /** The fastify instance with every HTTP surface mounted. */
-export async function buildHttpServer(config: Config, service: SessionService, metrics: Metrics, logger: PinoLogger): Promise<FastifyInstance> {
+export async function buildHttpServer(
+  config: Config,
+  service: SessionService,
+  metrics: Metrics,
+  logger: PinoLogger,
+): Promise<FastifyInstance> {
   const app = Fastify({
     // Request URLs are logged with credentials (`?access_token=`) redacted, whatever logger is given.
     loggerInstance: logger.child({}, { serializers: REQUEST_SERIALIZERS }) as unknown as FastifyBaseLogger,
@@ -47,14 +52,25 @@ export async function buildHttpServer(config: Config, service: SessionService, m
       return typeof h === 'string' && REQUEST_ID.test(h) ? h : nextRequestId()
     },
   })
-  app.addHook('onRequest', (req, reply, done) => { reply.header('x-request-id', req.id); done() })
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', req.id)
+    done()
+  })
   app.server.on('checkExpectation', expectationHandler(app.log, nextRequestId))
 
   if (config.corsOrigins) {
     await app.register(cors, {
       origin: config.corsOrigins.includes('*') ? '*' : config.corsOrigins,
       methods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-      allowedHeaders: ['authorization', 'content-type', 'idempotency-key', 'last-event-id', 'x-request-id', 'mcp-protocol-version', 'mcp-session-id'],
+      allowedHeaders: [
+        'authorization',
+        'content-type',
+        'idempotency-key',
+        'last-event-id',
+        'x-request-id',
+        'mcp-protocol-version',
+        'mcp-session-id',
+      ],
       exposedHeaders: ['x-request-id', 'location', 'retry-after', 'mcp-session-id'],
       maxAge: 600,
     })
@@ -64,7 +80,8 @@ export async function buildHttpServer(config: Config, service: SessionService, m
       max: config.rateLimitPerMinute,
       timeWindow: 60_000,
       keyGenerator: (req) => (typeof req.headers.authorization === 'string' ? `key:${req.headers.authorization}` : `ip:${req.ip}`),
-      errorResponseBuilder: (_req, ctx) => new BurrowError('RATE_LIMITED', `Too many requests: at most ${ctx.max} per minute; retry in ${Math.ceil(ctx.ttl / 1000)} s.`),
+      errorResponseBuilder: (_req, ctx) =>
+        new BurrowError('RATE_LIMITED', `Too many requests: at most ${ctx.max} per minute; retry in ${Math.ceil(ctx.ttl / 1000)} s.`),
     })
   }
   await app.register(fastifySSE, { heartbeatInterval: config.sseHeartbeatMs, serializer: passThrough })
@@ -74,11 +91,25 @@ export async function buildHttpServer(config: Config, service: SessionService, m
       info: {
         title: 'Burrow',
         version: VERSION,
-        description: 'Durable LLM agent sessions: turns, compaction, semantic memory and Server-Sent Events. Errors are application/problem+json with a stable `code`.',
+        description:
+          'Durable LLM agent sessions: turns, compaction, semantic memory and Server-Sent Events. Errors are application/problem+json with a stable `code`.',
       },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' } } },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' },
+        },
+      },
       security: [{ bearer: [] }],
-      tags: [{ name: 'sessions' }, { name: 'turns' }, { name: 'events' }, { name: 'notes' }, { name: 'memory' }, { name: 'ops' }, { name: 'rpc' }, { name: 'mcp' }],
+      tags: [
+        { name: 'sessions' },
+        { name: 'turns' },
+        { name: 'events' },
+        { name: 'notes' },
+        { name: 'memory' },
+        { name: 'ops' },
+        { name: 'rpc' },
+        { name: 'mcp' },
+      ],
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   })
@@ -86,11 +117,17 @@ export async function buildHttpServer(config: Config, service: SessionService, m
   rpcHttpRoutes(app, service)
   mcpHttpRoutes(app, service)
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
-  app.get('/openapi.json', {
-    schema: {
-      operationId: 'openapi', tags: ['ops'], summary: 'This OpenAPI 3.1 document (viewer at /docs)',
-      response: { 200: { description: 'The document.', content: { 'application/json': { schema: { type: 'object' } } } } },
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        operationId: 'openapi',
+        tags: ['ops'],
+        summary: 'This OpenAPI 3.1 document (viewer at /docs)',
+        response: { 200: { description: 'The document.', content: { 'application/json': { schema: { type: 'object' } } } } },
+      },
     },
-  }, async () => app.swagger())
+    async () => app.swagger(),
+  )
   return app
 }

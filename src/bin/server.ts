@@ -23,7 +23,12 @@ async function main(): Promise<void> {
     // Release the data directory and close the stores before exiting; never wait long for it.
     if (burrow) {
       let timer: NodeJS.Timeout | undefined
-      await Promise.race([burrow.close().catch(() => undefined), new Promise((r) => { timer = setTimeout(r, 5_000) })])
+      await Promise.race([
+        burrow.close().catch(() => undefined),
+        new Promise((r) => {
+          timer = setTimeout(r, 5_000)
+        }),
+      ])
       clearTimeout(timer)
     }
     process.stderr.write(`burrow: ${err.message}\n`)
@@ -34,13 +39,19 @@ async function main(): Promise<void> {
     running.logger.info({ signal }, 'shutting down')
     const hard = setTimeout(() => process.exit(EXIT.FAILURE), running.config.shutdownGraceMs + 10_000)
     hard.unref()
-    running.close().then(() => process.exit(EXIT.OK), (err) => { running.logger.error({ err }, 'shutdown failed'); process.exit(EXIT.FAILURE) })
+    running.close().then(
+      () => process.exit(EXIT.OK),
+      (err) => {
+        running.logger.error({ err }, 'shutdown failed')
+        process.exit(EXIT.FAILURE)
+      },
+    )
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
 }
 
 main().catch((err) => {
-  process.stderr.write(`burrow: failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`)
+  process.stderr.write(`burrow: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
   process.exit(EXIT.FAILURE)
 })

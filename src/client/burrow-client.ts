@@ -12,8 +12,24 @@ import type { SessionId } from '../core/ids.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { EventPage, SessionOperations } from '../core/session-service.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
-  MemorySearchQuery, MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+  Capabilities,
+  CompactionOutcome,
+  CreateSession,
+  InterruptResult,
+  MemoryAdd,
+  MemoryAdded,
+  MemoryItem,
+  MemoryPageQuery,
+  MemorySearchQuery,
+  MemorySearchResult,
+  Page,
+  ResumeTurn,
+  SessionCreated,
+  SessionQuery,
+  SessionSummary,
+  SessionView,
+  StartTurn,
+  TurnResult,
 } from '../core/wire.js'
 import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
 import { Transport, transportError, type BurrowClientOptions, type ClientCallContext } from './transport.js'
@@ -28,7 +44,9 @@ export class BurrowClient implements SessionOperations {
     this.t = new Transport(opts)
   }
 
-  get baseUrl(): string { return this.t.baseUrl }
+  get baseUrl(): string {
+    return this.t.baseUrl
+  }
 
   createSession(req: CreateSession = {}, ctx: ClientCallContext = {}): Promise<SessionCreated> {
     return this.t.json(ctx, { method: 'POST', path: '/v1/sessions', body: req })
@@ -79,12 +97,20 @@ export class BurrowClient implements SessionOperations {
   }
 
   searchMemory(q: MemorySearchQuery, ctx: ClientCallContext = {}): Promise<MemorySearchResult> {
-    return this.t.json(ctx, { method: 'GET', path: '/v1/memory/search', query: { q: q.q, limit: q.limit, session_id: q.session_id, scope: q.scope, ...metadataQuery(q.metadata) } })
+    return this.t.json(ctx, {
+      method: 'GET',
+      path: '/v1/memory/search',
+      query: { q: q.q, limit: q.limit, session_id: q.session_id, scope: q.scope, ...metadataQuery(q.metadata) },
+    })
   }
 
   /** A page of the tenant's memory entries, in insertion order (pass `next_cursor` as `cursor` for the next). */
   listMemory(q: MemoryPageQuery = {}, ctx: ClientCallContext = {}): Promise<Page<MemoryItem>> {
-    return this.t.json(ctx, { method: 'GET', path: '/v1/memory', query: { limit: q.limit, cursor: q.cursor, session_id: q.session_id, ...metadataQuery(q.metadata) } })
+    return this.t.json(ctx, {
+      method: 'GET',
+      path: '/v1/memory',
+      query: { limit: q.limit, cursor: q.cursor, session_id: q.session_id, ...metadataQuery(q.metadata) },
+    })
   }
 
   /** One memory entry; throws `MEMORY_NOT_FOUND` for an id the tenant does not have. */
@@ -158,7 +184,9 @@ export class BurrowClient implements SessionOperations {
     // with a key the server answers with the turn's exact result (waiting for it if needed).
     if (ctx.idempotencyKey) return asJson()
     if (broken !== undefined) throw transportError(broken, 'POST', path, this.t.opts.timeoutMs)
-    throw new BurrowError('INTERNAL', `The turn stream of ${path} ended before the turn did; its outcome is unknown.`, { transport: 'stream' })
+    throw new BurrowError('INTERNAL', `The turn stream of ${path} ended before the turn did; its outcome is unknown.`, {
+      transport: 'stream',
+    })
   }
 }
 

@@ -53,10 +53,17 @@ export interface EventStreamOptions {
 const RETRYABLE = new Set(['RATE_LIMITED', 'SHUTTING_DOWN', 'INTERNAL'])
 
 class IdleTimeout extends Error {
-  constructor(ms: number) { super(`no data for ${ms} ms`); this.name = 'IdleTimeout' }
+  constructor(ms: number) {
+    super(`no data for ${ms} ms`)
+    this.name = 'IdleTimeout'
+  }
 }
 
-export async function* eventStream(t: Transport, sessionId: string | null, opts: EventStreamOptions = {}): AsyncGenerator<StreamItem, void, undefined> {
+export async function* eventStream(
+  t: Transport,
+  sessionId: string | null,
+  opts: EventStreamOptions = {},
+): AsyncGenerator<StreamItem, void, undefined> {
   const { signal } = opts
   const path = sessionId === null ? '/v1/events' : `/v1/sessions/${encodeURIComponent(sessionId)}/events`
   const url = t.url(path, { after: sessionId === null ? undefined : opts.after })
@@ -111,7 +118,12 @@ export async function* eventStream(t: Transport, sessionId: string | null, opts:
         throw new BurrowError('INTERNAL', `${path} did not answer with an event stream.`, { transport: 'protocol', status: res.status })
       }
       const queue: StreamItem[] = []
-      const parser = createParser({ onEvent: (m) => queue.push(frameOf(m)), onRetry: (ms) => { retryMs = ms } })
+      const parser = createParser({
+        onEvent: (m) => queue.push(frameOf(m)),
+        onRetry: (ms) => {
+          retryMs = ms
+        },
+      })
       const reader = res.body.getReader()
       const decoder = new TextDecoder()
       for (;;) {
@@ -154,7 +166,12 @@ function frameOf(m: EventSourceMessage): StreamItem {
   try {
     data = JSON.parse(m.data)
   } catch (err) {
-    throw new BurrowError('INTERNAL', `An event stream frame (${m.event ?? 'message'}) is not JSON.`, { transport: 'protocol' }, { cause: err })
+    throw new BurrowError(
+      'INTERNAL',
+      `An event stream frame (${m.event ?? 'message'}) is not JSON.`,
+      { transport: 'protocol' },
+      { cause: err },
+    )
   }
   if (m.event === 'stream_truncated' || m.event === 'stream_closed') return { kind: 'control', control: data as StreamControl }
   return { kind: 'event', event: data as EventEnvelope }

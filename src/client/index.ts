@@ -11,10 +11,36 @@ export { TurnAssembler, type TurnOutcome } from './turn-stream.js'
 export { BurrowError, ERROR_CODES, ERROR_TABLE, isErrorCode, type ErrorCode, type ErrorRow } from '../core/errors.js'
 export { EVENT_TYPES, type EventData, type EventEnvelope, type EventType, type Usage } from '../core/events.js'
 export type { SessionId } from '../core/ids.js'
-export type { ContentBlock, ImageBlock, Message, TextBlock, ToolCall, ToolDefinition, ToolResultBlock, ToolResultInput, ToolUseBlock } from '../core/messages.js'
+export type {
+  ContentBlock,
+  ImageBlock,
+  Message,
+  TextBlock,
+  ToolCall,
+  ToolDefinition,
+  ToolResultBlock,
+  ToolResultInput,
+  ToolUseBlock,
+} from '../core/messages.js'
 export type { SessionNote } from '../core/session-record.js'
 export type { CallContext, EventPage, SessionOperations, StreamControl, StreamFrame } from '../core/session-service.js'
 export type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemorySearchQuery, MemorySearchResult,
-  Page, Problem, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView, StartTurn, TurnResult,
+  Capabilities,
+  CompactionOutcome,
+  CreateSession,
+  InterruptResult,
+  MemoryAdd,
+  MemoryAdded,
+  MemorySearchQuery,
+  MemorySearchResult,
+  Page,
+  Problem,
+  ResumeTurn,
+  SessionCreated,
+  SessionQuery,
+  SessionStatus,
+  SessionSummary,
+  SessionView,
+  StartTurn,
+  TurnResult,
 } from '../core/wire.js'

@@ -86,7 +86,7 @@ export class Transport {
       body = JSON.stringify(o.body)
       headers['content-type'] = 'application/json'
     }
-    const timeoutMs = o.timeoutMs === undefined ? this.opts.timeoutMs : o.timeoutMs ?? undefined
+    const timeoutMs = o.timeoutMs === undefined ? this.opts.timeoutMs : (o.timeoutMs ?? undefined)
     const signals = [o.signal, timeoutMs ? AbortSignal.timeout(timeoutMs) : undefined].filter((s): s is AbortSignal => s !== undefined)
     const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals)
     let res: Response
@@ -112,7 +112,12 @@ export class Transport {
     try {
       return JSON.parse(text) as T
     } catch (err) {
-      throw new BurrowError('INTERNAL', `${o.method} ${o.path} answered ${res.status} with a body that is not JSON.`, { status: res.status, transport: 'protocol' }, { cause: err })
+      throw new BurrowError(
+        'INTERNAL',
+        `${o.method} ${o.path} answered ${res.status} with a body that is not JSON.`,
+        { status: res.status, transport: 'protocol' },
+        { cause: err },
+      )
     }
   }
 }
@@ -124,10 +129,14 @@ export async function responseError(res: Response): Promise<BurrowError> {
   try {
     const parsed: unknown = JSON.parse(text)
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) p = parsed as Record<string, unknown>
-  } catch { /* not JSON */ }
+  } catch {
+    /* not JSON */
+  }
   if (p && typeof p.code === 'string') return problemError(p, res.status)
   return new BurrowError('INTERNAL', `The server answered HTTP ${res.status} without a problem body.`, {
-    status: res.status, transport: 'http', body: text.slice(0, 500),
+    status: res.status,
+    transport: 'http',
+    body: text.slice(0, 500),
   })
 }
 
@@ -146,7 +155,12 @@ export function transportError(err: unknown, method: string, path: string, timeo
   if (err instanceof BurrowError) return err
   const name = (err as { name?: unknown } | null)?.name
   if (name === 'TimeoutError') {
-    return new BurrowError('INTERNAL', `${method} ${path} did not complete within ${timeoutMs} ms.`, { transport: 'timeout', timeout_ms: timeoutMs }, { cause: err })
+    return new BurrowError(
+      'INTERNAL',
+      `${method} ${path} did not complete within ${timeoutMs} ms.`,
+      { transport: 'timeout', timeout_ms: timeoutMs },
+      { cause: err },
+    )
   }
   const reason = (err as { cause?: { code?: unknown; message?: unknown } } | null)?.cause
   const detail = typeof reason?.code === 'string' ? reason.code : err instanceof Error ? err.message : String(err)
@@ -155,7 +169,10 @@ export function transportError(err: unknown, method: string, path: string, timeo
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) { resolve(); return }
+    if (signal?.aborted) {
+      resolve()
+      return
+    }
     const timer = setTimeout(done, ms)
     function done(): void {
       clearTimeout(timer)

@@ -43,7 +43,10 @@ export class TurnAssembler {
       case 'turn_started': {
         const d = e.data as EventData['turn_started']
         this.firstSeq ??= e.seq
-        if (d.continuation) { this.continuation = true; this.pending = null }
+        if (d.continuation) {
+          this.continuation = true
+          this.pending = null
+        }
         if (d.input) this.messages.push({ role: 'user', content: d.input })
         return undefined
       }
@@ -62,7 +65,11 @@ export class TurnAssembler {
       }
       case 'tool_result': {
         const d = e.data as EventData['tool_result']
-        const block: ToolResultBlock = { type: 'tool_result', tool_use_id: d.tool_call_id, content: d.content as ToolResultBlock['content'] }
+        const block: ToolResultBlock = {
+          type: 'tool_result',
+          tool_use_id: d.tool_call_id,
+          content: d.content as ToolResultBlock['content'],
+        }
         if (d.is_error) block.is_error = true
         this.results.push(block)
         if (this.pending && this.pending.every((id) => this.results.some((b) => b.tool_use_id === id))) this.flushResults()
@@ -85,7 +92,10 @@ export class TurnAssembler {
       case 'turn_completed': {
         const d = e.data as EventData['turn_completed']
         this.flushResults()
-        return this.result(e, 'completed', d.output_text, d.stop_reason, [], { ...d.usage, compaction_tokens: this.usage.compaction_tokens })
+        return this.result(e, 'completed', d.output_text, d.stop_reason, [], {
+          ...d.usage,
+          compaction_tokens: this.usage.compaction_tokens,
+        })
       }
       case 'turn_requires_action': {
         const d = e.data as EventData['turn_requires_action']
@@ -95,7 +105,9 @@ export class TurnAssembler {
         const d = e.data as EventData['turn_failed']
         const data: Record<string, unknown> = { turn: e.turn, first_seq: this.firstSeq ?? e.seq, last_seq: e.seq }
         if (d.reason) data.reason = d.reason
-        const error = isErrorCode(d.code) ? new BurrowError(d.code, d.message, data) : new BurrowError('INTERNAL', d.message, { ...data, code: d.code })
+        const error = isErrorCode(d.code)
+          ? new BurrowError(d.code, d.message, data)
+          : new BurrowError('INTERNAL', d.message, { ...data, code: d.code })
         return { kind: 'failed', error }
       }
       default:
@@ -103,11 +115,25 @@ export class TurnAssembler {
     }
   }
 
-  private result(e: EventEnvelope, status: TurnResult['status'], outputText: string, stopReason: string,
-    toolCalls: TurnResult['tool_calls'], usage: TurnResult['usage']): TurnOutcome {
+  private result(
+    e: EventEnvelope,
+    status: TurnResult['status'],
+    outputText: string,
+    stopReason: string,
+    toolCalls: TurnResult['tool_calls'],
+    usage: TurnResult['usage'],
+  ): TurnOutcome {
     const result: TurnResult = {
-      session_id: e.session_id, turn: e.turn, status, output_text: outputText, messages: this.messages,
-      tool_calls: toolCalls, usage, stop_reason: stopReason, first_seq: this.firstSeq ?? e.seq, last_seq: e.seq,
+      session_id: e.session_id,
+      turn: e.turn,
+      status,
+      output_text: outputText,
+      messages: this.messages,
+      tool_calls: toolCalls,
+      usage,
+      stop_reason: stopReason,
+      first_seq: this.firstSeq ?? e.seq,
+      last_seq: e.seq,
     }
     return { kind: 'result', result }
   }
@@ -115,7 +141,10 @@ export class TurnAssembler {
   private flushResults(): void {
     if (this.results.length === 0) return
     const order = this.pending ?? []
-    const rank = (b: ToolResultBlock) => { const i = order.indexOf(b.tool_use_id); return i < 0 ? order.length : i }
+    const rank = (b: ToolResultBlock) => {
+      const i = order.indexOf(b.tool_use_id)
+      return i < 0 ? order.length : i
+    }
     this.messages.push({ role: 'user', content: [...this.results].sort((a, b) => rank(a) - rank(b)) })
     this.results = []
     this.pending = []
@@ -127,7 +156,11 @@ export class TurnAssembler {
 }
 
 /** What reading a turn stream gave: the outcome (undefined if the stream ended first) and why it broke, if it did. */
-export interface TurnRead { outcome: TurnOutcome | undefined; assembler: TurnAssembler; broken?: unknown }
+export interface TurnRead {
+  outcome: TurnOutcome | undefined
+  assembler: TurnAssembler
+  broken?: unknown
+}
 
 /**
  * Reads a turn's SSE response to its end: every envelope goes to `onEvent` as it arrives.

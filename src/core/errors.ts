@@ -11,15 +11,24 @@ import { JSON_RPC } from './protocol-numbers.js'
 
 export const ERROR_TABLE = {
   SESSION_PERSISTENCE_DISABLED: {
-    http: 501, rpc: -32003, exit: 3, title: 'Session persistence disabled',
+    http: 501,
+    rpc: -32003,
+    exit: 3,
+    title: 'Session persistence disabled',
     message: "Session persistence is disabled (build without 'session-store').",
   },
   SESSION_COMPACTION_DISABLED: {
-    http: 501, rpc: -32004, exit: 4, title: 'Session compaction disabled',
+    http: 501,
+    rpc: -32004,
+    exit: 4,
+    title: 'Session compaction disabled',
     message: "Session compaction is disabled (build without 'session-compaction').",
   },
   MEMORY_STORE_DISABLED: {
-    http: 501, rpc: -32005, exit: 5, title: 'Memory store disabled',
+    http: 501,
+    rpc: -32005,
+    exit: 5,
+    title: 'Memory store disabled',
     message: "Memory store is disabled (build without 'memory-store').",
   },
   INVALID_REQUEST: { http: 400, rpc: JSON_RPC.INVALID_PARAMS, exit: 2, title: 'Invalid request', message: 'The request is invalid.' },
@@ -28,14 +37,26 @@ export const ERROR_TABLE = {
   SESSION_BUSY: { http: 409, rpc: -32008, exit: 8, title: 'Session busy', message: 'A turn is already running on this session.' },
   SESSION_ARCHIVED: { http: 409, rpc: -32009, exit: 9, title: 'Session archived', message: 'The session is archived and read-only.' },
   IDEMPOTENCY_CONFLICT: {
-    http: 422, rpc: -32010, exit: 10, title: 'Idempotency conflict',
+    http: 422,
+    rpc: -32010,
+    exit: 10,
+    title: 'Idempotency conflict',
     message: 'This Idempotency-Key was already used with a different request.',
   },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32011, exit: 11, title: 'Payload too large', message: 'The request body is too large.' },
   RATE_LIMITED: { http: 429, rpc: -32012, exit: 12, title: 'Rate limited', message: 'Too many requests.' },
-  BUDGET_EXCEEDED: { http: 429, rpc: -32013, exit: 13, title: 'Budget exceeded', message: "The session's max_total_tokens budget is spent." },
+  BUDGET_EXCEEDED: {
+    http: 429,
+    rpc: -32013,
+    exit: 13,
+    title: 'Budget exceeded',
+    message: "The session's max_total_tokens budget is spent.",
+  },
   PROVIDER_NOT_CONFIGURED: {
-    http: 503, rpc: -32014, exit: 14, title: 'Provider not configured',
+    http: 503,
+    rpc: -32014,
+    exit: 14,
+    title: 'Provider not configured',
     message: "The model's provider has no credentials or endpoint configured.",
   },
   PROVIDER_ERROR: { http: 502, rpc: -32015, exit: 15, title: 'Provider error', message: 'The LLM provider failed.' },
@@ -43,11 +64,20 @@ export const ERROR_TABLE = {
   INTERNAL: { http: 500, rpc: -32017, exit: 17, title: 'Internal error', message: 'Internal error.' },
   // Appended later, in the order they were added (codes are append-only).
   ROUTE_NOT_FOUND: { http: 404, rpc: JSON_RPC.METHOD_NOT_FOUND, exit: 18, title: 'Not found', message: 'No such route or method.' },
-  SHUTTING_DOWN: { http: 503, rpc: -32019, exit: 19, title: 'Shutting down', message: 'The service is shutting down; retry on another instance.' },
+  SHUTTING_DOWN: {
+    http: 503,
+    rpc: -32019,
+    exit: 19,
+    title: 'Shutting down',
+    message: 'The service is shutting down; retry on another instance.',
+  },
   INTERRUPTED: { http: 409, rpc: -32020, exit: 20, title: 'Turn interrupted', message: 'The turn was interrupted.' },
   NOTE_NOT_FOUND: { http: 404, rpc: -32021, exit: 21, title: 'Note not found', message: 'The session has no note with this key.' },
   STORE_UNAVAILABLE: {
-    http: 503, rpc: -32022, exit: 22, title: 'Store unavailable',
+    http: 503,
+    rpc: -32022,
+    exit: 22,
+    title: 'Store unavailable',
     message: 'The store cannot make writes durable right now (disk full, I/O error or database down); reads still work. Retry later.',
   },
   MEMORY_NOT_FOUND: { http: 404, rpc: -32023, exit: 23, title: 'Memory entry not found', message: 'Memory entry not found.' },
@@ -116,7 +146,12 @@ export function storeUnavailable(err: unknown, what: string): BurrowError {
   // lmdb-js's own message only points at that promise: say what it means instead.
   const why = detail instanceof Promise ? 'the write failed (disk full or I/O error)' : describeStoreError(err)
   if (detail instanceof Promise) detail.catch(() => undefined)
-  return new BurrowError('STORE_UNAVAILABLE', `${what} could not be stored: ${why}. Reads still work; retry once the store is writable again.`, undefined, { cause: err })
+  return new BurrowError(
+    'STORE_UNAVAILABLE',
+    `${what} could not be stored: ${why}. Reads still work; retry once the store is writable again.`,
+    undefined,
+    { cause: err },
+  )
 }
 
 function describeStoreError(err: unknown): string {

@@ -65,7 +65,10 @@ export interface EventData {
   turn_failed: { code: string; message: string; reason?: string; rejected_seq_range?: [number, number]; usage: Usage }
   compaction_started: { input_tokens: number; estimated_history_tokens: number; message_count: number }
   compaction_completed: {
-    summary_tokens: number; messages_before: number; messages_after: number; summary: string
+    summary_tokens: number
+    messages_before: number
+    messages_after: number
+    summary: string
     discarded_seq_range: [number, number] | null
     /** Tokens the summary calls used; counted in the session's `compaction_tokens` and budget. */
     usage?: Usage

@@ -31,7 +31,14 @@ export const RETRYABLE_STATUS: ReadonlySet<number> = new Set([408, 429, 500, 502
  * answered, so sending again cannot act twice. Timeouts are deliberately absent: an attempt
  * that timed out has already spent the whole allowance, and retrying would multiply it.
  */
-const RETRYABLE_ERROR_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET'])
+const RETRYABLE_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+])
 
 export function isRetryableStatus(status: number): boolean {
   return RETRYABLE_STATUS.has(status)
@@ -71,9 +78,18 @@ export function backoffMs(policy: RetryPolicy, attempt: number, retryAfter: numb
 /** Resolves after `ms`, or rejects with `signal.reason` as soon as the signal fires; leaves no listener behind. */
 export function sleepUnlessAborted(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) { reject(signal.reason); return }
-    const onAbort = () => { clearTimeout(timer); reject(signal!.reason) }
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve() }, ms)
+    if (signal?.aborted) {
+      reject(signal.reason)
+      return
+    }
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal!.reason)
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
     signal?.addEventListener('abort', onAbort, { once: true })
   })
 }

@@ -4,7 +4,10 @@ import type { Usage } from './events.js'
 import type { ProviderStatusSchema } from './wire.js'
 
 /** `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`, `offline:echo`. */
-export interface ModelRef { provider: string; model: string }
+export interface ModelRef {
+  provider: string
+  model: string
+}
 
 export function parseModelRef(value: string): ModelRef | null {
   const i = value.indexOf(':')

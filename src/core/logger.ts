@@ -8,6 +8,11 @@ export interface Logger {
 }
 
 export const SILENT_LOGGER: Logger = {
-  debug() {}, info() {}, warn() {}, error() {},
-  child() { return SILENT_LOGGER },
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+  child() {
+    return SILENT_LOGGER
+  },
 }

@@ -13,7 +13,10 @@ export interface MemoryEntry {
 
 export type NewMemoryEntry = Omit<MemoryEntry, 'id' | 'created_at'>
 
-export interface MemoryHit { entry: MemoryEntry; score: number }
+export interface MemoryHit {
+  entry: MemoryEntry
+  score: number
+}
 
 /** Entries whose metadata has every given KEY=VALUE pair (an empty or absent filter matches all). */
 export type MetadataFilter = Readonly<Record<string, string>>
@@ -33,7 +36,10 @@ export interface MemoryListQuery {
 }
 
 /** A page of entries in insertion order (oldest first); `next_cursor` is null on the last page. */
-export interface MemoryPage { items: MemoryEntry[]; next_cursor: string | null }
+export interface MemoryPage {
+  items: MemoryEntry[]
+  next_cursor: string | null
+}
 
 export interface MemoryQuery {
   tenant: string

@@ -11,63 +11,93 @@ const Strict = { additionalProperties: false } as const
 export const TextBlockSchema = Type.Object({ type: Type.Literal('text'), text: Type.String() }, Strict)
 export type TextBlock = Static<typeof TextBlockSchema>
 
-export const ImageBlockSchema = Type.Object({
-  type: Type.Literal('image'),
-  source: Type.Union([
-    Type.Object({ type: Type.Literal('base64'), media_type: Type.String({ pattern: '^image/[a-z0-9.+-]+$' }), data: Type.String({ minLength: 1 }) }, Strict),
-    Type.Object({ type: Type.Literal('url'), url: Type.String({ pattern: '^https?://' }) }, Strict),
-  ]),
-}, Strict)
+export const ImageBlockSchema = Type.Object(
+  {
+    type: Type.Literal('image'),
+    source: Type.Union([
+      Type.Object(
+        { type: Type.Literal('base64'), media_type: Type.String({ pattern: '^image/[a-z0-9.+-]+$' }), data: Type.String({ minLength: 1 }) },
+        Strict,
+      ),
+      Type.Object({ type: Type.Literal('url'), url: Type.String({ pattern: '^https?://' }) }, Strict),
+    ]),
+  },
+  Strict,
+)
 export type ImageBlock = Static<typeof ImageBlockSchema>
 
-export const ToolUseBlockSchema = Type.Object({
-  type: Type.Literal('tool_use'), id: Type.String(), name: Type.String(), input: Type.Unknown(),
-}, Strict)
+export const ToolUseBlockSchema = Type.Object(
+  {
+    type: Type.Literal('tool_use'),
+    id: Type.String(),
+    name: Type.String(),
+    input: Type.Unknown(),
+  },
+  Strict,
+)
 export type ToolUseBlock = Static<typeof ToolUseBlockSchema>
 
 /** What a tool answered: a string, or text and image blocks. */
 export const ToolResultContentSchema = Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))])
 
-export const ToolResultBlockSchema = Type.Object({
-  type: Type.Literal('tool_result'), tool_use_id: Type.String(), content: ToolResultContentSchema, is_error: Type.Optional(Type.Boolean()),
-}, Strict)
+export const ToolResultBlockSchema = Type.Object(
+  {
+    type: Type.Literal('tool_result'),
+    tool_use_id: Type.String(),
+    content: ToolResultContentSchema,
+    is_error: Type.Optional(Type.Boolean()),
+  },
+  Strict,
+)
 export type ToolResultBlock = Static<typeof ToolResultBlockSchema>
 
 export const ContentBlockSchema = Type.Union([TextBlockSchema, ImageBlockSchema, ToolUseBlockSchema, ToolResultBlockSchema])
 export type ContentBlock = Static<typeof ContentBlockSchema>
 
 /** A user message holds text/image blocks, or only tool_result blocks (a tool-results message). */
-export const MessageSchema = Type.Object({
-  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
-  content: Type.Array(ContentBlockSchema),
-}, Strict)
+export const MessageSchema = Type.Object(
+  {
+    role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+    content: Type.Array(ContentBlockSchema),
+  },
+  Strict,
+)
 export type Message = Static<typeof MessageSchema>
 
 // Static<> of an object open to any property is only its named properties: the index
 // signature is stated here, the JSON Schema is TypeBox's own.
 const ObjectSchemaSchema = Type.Unsafe<{ type: 'object' } & Record<string, unknown>>(
-  Type.Object({ type: Type.Literal('object') }, { additionalProperties: true, description: 'JSON Schema of the tool input (an object schema).' }),
+  Type.Object(
+    { type: Type.Literal('object') },
+    { additionalProperties: true, description: 'JSON Schema of the tool input (an object schema).' },
+  ),
 )
 
 /** A tool the model may call. Client tools (those a session is created with) pause the turn (`requires_action`). */
-export const ToolDefinitionSchema = Type.Object({
-  name: Type.String({ pattern: '^[a-zA-Z0-9_-]{1,64}$' }),
-  description: Type.Optional(Type.String({ maxLength: 4096 })),
-  input_schema: ObjectSchemaSchema,
-}, Strict)
+export const ToolDefinitionSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-zA-Z0-9_-]{1,64}$' }),
+    description: Type.Optional(Type.String({ maxLength: 4096 })),
+    input_schema: ObjectSchemaSchema,
+  },
+  Strict,
+)
 export type ToolDefinition = Static<typeof ToolDefinitionSchema>
 
 export const ToolCallSchema = Type.Object({ id: Type.String(), name: Type.String(), input: Type.Unknown() })
 export type ToolCall = Static<typeof ToolCallSchema>
 
 /** A client's answer to one pending tool call of a paused turn. */
-export const ToolResultInputSchema = Type.Object({
-  tool_call_id: Type.String({ minLength: 1, description: 'The id of the pending tool call this answers.' }),
-  content: Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))], {
-    description: 'The tool output: a string, or text and image blocks.',
-  }),
-  is_error: Type.Optional(Type.Boolean({ description: 'True when the tool failed.' })),
-}, Strict)
+export const ToolResultInputSchema = Type.Object(
+  {
+    tool_call_id: Type.String({ minLength: 1, description: 'The id of the pending tool call this answers.' }),
+    content: Type.Union([Type.String(), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]))], {
+      description: 'The tool output: a string, or text and image blocks.',
+    }),
+    is_error: Type.Optional(Type.Boolean({ description: 'True when the tool failed.' })),
+  },
+  Strict,
+)
 export type ToolResultInput = Static<typeof ToolResultInputSchema>
 
 export function textOf(content: readonly ContentBlock[] | string): string {
@@ -86,7 +116,10 @@ export function isToolResultMessage(message: Message): boolean {
 }
 
 /** A history problem found by {@link checkHistory}. */
-export interface HistoryProblem { index: number; problem: string }
+export interface HistoryProblem {
+  index: number
+  problem: string
+}
 
 /**
  * Checks what every provider requires of a history: each assistant tool_use is answered

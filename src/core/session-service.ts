@@ -2,9 +2,25 @@ import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
-  MemorySearchQuery, MemorySearchResult, Page, ResumeTurn, SessionCreated, SessionQuery, SessionStatus, SessionSummary, SessionView,
-  StartTurn, TurnResult,
+  Capabilities,
+  CompactionOutcome,
+  CreateSession,
+  InterruptResult,
+  MemoryAdd,
+  MemoryAdded,
+  MemoryItem,
+  MemoryPageQuery,
+  MemorySearchQuery,
+  MemorySearchResult,
+  Page,
+  ResumeTurn,
+  SessionCreated,
+  SessionQuery,
+  SessionStatus,
+  SessionSummary,
+  SessionView,
+  StartTurn,
+  TurnResult,
 } from './wire.js'
 
 /**

@@ -7,5 +7,8 @@ export interface Telemetry {
 }
 
 export const NO_TELEMETRY: Telemetry = {
-  turnEnded() {}, providerCall() {}, streamOpened() {}, streamClosed() {},
+  turnEnded() {},
+  providerCall() {},
+  streamOpened() {},
+  streamClosed() {},
 }

@@ -16,7 +16,10 @@ export interface ToolContext {
   session: ToolSession
 }
 
-export interface ToolOutput { content: string | ContentBlock[]; is_error?: boolean }
+export interface ToolOutput {
+  content: string | ContentBlock[]
+  is_error?: boolean
+}
 
 /** A tool the service executes inside the agent loop (no `requires_action`), e.g. `memory_search`. */
 export interface BuiltinTool {

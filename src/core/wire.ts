@@ -4,7 +4,14 @@
  * definition. TypeScript types are derived from them, never written twice.
  */
 import { Type, type Static, type TSchema } from 'typebox'
-import { ImageBlockSchema, MessageSchema, TextBlockSchema, ToolCallSchema, ToolDefinitionSchema, ToolResultInputSchema } from './messages.js'
+import {
+  ImageBlockSchema,
+  MessageSchema,
+  TextBlockSchema,
+  ToolCallSchema,
+  ToolDefinitionSchema,
+  ToolResultInputSchema,
+} from './messages.js'
 
 const Str = (o: Record<string, unknown> = {}) => Type.String(o)
 const Int = (o: Record<string, unknown> = {}) => Type.Integer(o)
@@ -19,46 +26,70 @@ export const MemoryIdSchema = Str({ format: 'uuid', description: 'Memory entry i
 
 // ---- configuration pieces ----------------------------------------------------------
 
-export const CompactionConfigSchema = Type.Object({
-  auto_compact_threshold: Type.Optional(Int({ minimum: 1, description: 'Compact when the history reaches this many tokens.' })),
-  recent_turn_budget: Type.Optional(Int({ minimum: 0, description: 'Complete recent turns kept verbatim after compaction.' })),
-  max_summary_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Token limit of the compaction summary.' })),
-  min_turns_between_compactions: Type.Optional(Int({ minimum: 0, description: 'Loop guard: turns that must pass between compactions.' })),
-  max_history_messages: Type.Optional(Int({ minimum: 2, description: 'Also compact when the history has more messages than this.' })),
-}, Strict)
+export const CompactionConfigSchema = Type.Object(
+  {
+    auto_compact_threshold: Type.Optional(Int({ minimum: 1, description: 'Compact when the history reaches this many tokens.' })),
+    recent_turn_budget: Type.Optional(Int({ minimum: 0, description: 'Complete recent turns kept verbatim after compaction.' })),
+    max_summary_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Token limit of the compaction summary.' })),
+    min_turns_between_compactions: Type.Optional(Int({ minimum: 0, description: 'Loop guard: turns that must pass between compactions.' })),
+    max_history_messages: Type.Optional(Int({ minimum: 2, description: 'Also compact when the history has more messages than this.' })),
+  },
+  Strict,
+)
 
 // A record's JSON Schema keeps no constraint of its key type (any key matches `^.*$`): `propertyNames` states it.
-export const MetadataSchema = Type.Record(Str({ maxLength: 128 }), Str({ maxLength: 4096 }), { maxProperties: 64, propertyNames: { maxLength: 128 } })
+export const MetadataSchema = Type.Record(Str({ maxLength: 128 }), Str({ maxLength: 4096 }), {
+  maxProperties: 64,
+  propertyNames: { maxLength: 128 },
+})
 
 // ---- requests ----------------------------------------------------------------------
 
-export const CreateSessionSchema = Type.Object({
-  model: Type.Optional(Str({
-    pattern: '^[a-zA-Z0-9_.-]+:.+$', maxLength: 256,
-    description: '"provider:model", e.g. "anthropic:claude-sonnet-4-5", "openai:gpt-4o-mini" or "offline:echo". Default: the server default.',
-  })),
-  system_prompt: Type.Optional(Str({ maxLength: 1_000_000, description: 'System prompt of every LLM call of the session.' })),
-  metadata: Type.Optional(Type.With(MetadataSchema, { description: 'Free-form string labels (at most 64).' })),
-  memory: Type.Optional(Type.Boolean({ description: 'Index compacted history into semantic memory and give the agent a memory_search tool.' })),
-  compaction: Type.Optional(Type.With(CompactionConfigSchema, { description: 'Automatic context compaction settings.' })),
-  tools: Type.Optional(Type.Array(ToolDefinitionSchema, {
-    maxItems: 128,
-    description: 'Client-executed tools: a turn that calls one pauses (status requires_action) until the client sends tool_results.',
-  })),
-  max_total_tokens: Type.Optional(Int({ minimum: 1, description: 'Token budget of the whole session.' })),
-}, Strict)
+export const CreateSessionSchema = Type.Object(
+  {
+    model: Type.Optional(
+      Str({
+        pattern: '^[a-zA-Z0-9_.-]+:.+$',
+        maxLength: 256,
+        description:
+          '"provider:model", e.g. "anthropic:claude-sonnet-4-5", "openai:gpt-4o-mini" or "offline:echo". Default: the server default.',
+      }),
+    ),
+    system_prompt: Type.Optional(Str({ maxLength: 1_000_000, description: 'System prompt of every LLM call of the session.' })),
+    metadata: Type.Optional(Type.With(MetadataSchema, { description: 'Free-form string labels (at most 64).' })),
+    memory: Type.Optional(
+      Type.Boolean({ description: 'Index compacted history into semantic memory and give the agent a memory_search tool.' }),
+    ),
+    compaction: Type.Optional(Type.With(CompactionConfigSchema, { description: 'Automatic context compaction settings.' })),
+    tools: Type.Optional(
+      Type.Array(ToolDefinitionSchema, {
+        maxItems: 128,
+        description: 'Client-executed tools: a turn that calls one pauses (status requires_action) until the client sends tool_results.',
+      }),
+    ),
+    max_total_tokens: Type.Optional(Int({ minimum: 1, description: 'Token budget of the whole session.' })),
+  },
+  Strict,
+)
 export type CreateSession = Static<typeof CreateSessionSchema>
 
-export const StartTurnSchema = Type.Object({
-  input: Type.Optional(Type.Union([
-    Str({ minLength: 1 }),
-    Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]), { minItems: 1 }),
-  ], { description: 'The user message: a string, or text and image blocks. Send exactly one of input or tool_results.' })),
-  tool_results: Type.Optional(Type.Array(ToolResultInputSchema, {
-    minItems: 1, description: "Answers to a paused turn's tool_calls (every pending call), to continue that turn.",
-  })),
-  max_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Output token limit per LLM call of this turn.' })),
-}, Strict)
+export const StartTurnSchema = Type.Object(
+  {
+    input: Type.Optional(
+      Type.Union([Str({ minLength: 1 }), Type.Array(Type.Union([TextBlockSchema, ImageBlockSchema]), { minItems: 1 })], {
+        description: 'The user message: a string, or text and image blocks. Send exactly one of input or tool_results.',
+      }),
+    ),
+    tool_results: Type.Optional(
+      Type.Array(ToolResultInputSchema, {
+        minItems: 1,
+        description: "Answers to a paused turn's tool_calls (every pending call), to continue that turn.",
+      }),
+    ),
+    max_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Output token limit per LLM call of this turn.' })),
+  },
+  Strict,
+)
 export type StartTurn = Static<typeof StartTurnSchema>
 /** Resume takes the same body as a turn: it continues a persisted session. */
 export type ResumeTurn = StartTurn
@@ -66,11 +97,14 @@ export type ResumeTurn = StartTurn
 export const SessionStatusSchema = Type.Union([Type.Literal('active'), Type.Literal('archived')])
 export type SessionStatus = Static<typeof SessionStatusSchema>
 
-export const SessionQuerySchema = Type.Object({
-  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
-  cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
-  status: Type.Optional(Type.With(SessionStatusSchema, { description: 'Only sessions with this status.' })),
-}, Strict)
+export const SessionQuerySchema = Type.Object(
+  {
+    limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
+    cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
+    status: Type.Optional(Type.With(SessionStatusSchema, { description: 'Only sessions with this status.' })),
+  },
+  Strict,
+)
 export type SessionQuery = Static<typeof SessionQuerySchema>
 
 // Requests that name their session or entry in their parameters (JSON-RPC, MCP) rather than in a path.
@@ -87,8 +121,11 @@ export const UsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int
 export const TurnUsageSchema = Type.Object({ input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int() })
 
 export const EffectiveCompactionSchema = Type.Object({
-  auto_compact_threshold: Int(), recent_turn_budget: Int(), max_summary_tokens: Int(),
-  min_turns_between_compactions: Int(), max_history_messages: Type.Union([Int(), Type.Null()]),
+  auto_compact_threshold: Int(),
+  recent_turn_budget: Int(),
+  max_summary_tokens: Int(),
+  min_turns_between_compactions: Int(),
+  max_history_messages: Type.Union([Int(), Type.Null()]),
 })
 
 export const SessionCreatedSchema = Type.Object({
@@ -124,7 +161,9 @@ export type TurnResult = Static<typeof TurnResultSchema>
 export const ToolStatsSchema = Type.Record(Str(), Type.Object({ calls: Int(), failures: Int() }))
 
 export const SessionUsageSchema = Type.Object({
-  input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int(),
+  input_tokens: Int(),
+  output_tokens: Int(),
+  compaction_tokens: Int(),
   by_turn: Type.Array(Type.Object({ turn: Int(), input_tokens: Int(), output_tokens: Int(), compaction_tokens: Int() })),
 })
 
@@ -145,12 +184,15 @@ export const SessionViewSchema = Type.Object({
   turn_count: Int(),
   usage: SessionUsageSchema,
   tool_stats: ToolStatsSchema,
-  compaction: Type.Union([Type.Object({
-    config: EffectiveCompactionSchema,
-    session_boundary_index: Int(),
-    last_compaction_boundary_index: Type.Union([Int(), Type.Null()]),
-    compactions: Int(),
-  }), Type.Null()]),
+  compaction: Type.Union([
+    Type.Object({
+      config: EffectiveCompactionSchema,
+      session_boundary_index: Int(),
+      last_compaction_boundary_index: Type.Union([Int(), Type.Null()]),
+      compactions: Int(),
+    }),
+    Type.Null(),
+  ]),
   memory: Type.Boolean(),
   tools: Type.Array(ToolDefinitionSchema),
   max_total_tokens: Type.Union([Int(), Type.Null()]),
@@ -162,27 +204,40 @@ export const SessionViewSchema = Type.Object({
 export type SessionView = Static<typeof SessionViewSchema>
 
 export const SessionSummarySchema = Type.Object({
-  session_id: Str({ format: 'uuid' }), status: SessionStatusSchema,
-  created_at: Str({ format: 'date-time' }), updated_at: Str({ format: 'date-time' }),
-  model: Str(), metadata: Type.Record(Str(), Str()), turn_count: Int(), last_seq: Int(),
+  session_id: Str({ format: 'uuid' }),
+  status: SessionStatusSchema,
+  created_at: Str({ format: 'date-time' }),
+  updated_at: Str({ format: 'date-time' }),
+  model: Str(),
+  metadata: Type.Record(Str(), Str()),
+  turn_count: Int(),
+  last_seq: Int(),
 })
 export type SessionSummary = Static<typeof SessionSummarySchema>
 
 export const pageSchema = <T extends TSchema>(item: T) =>
   Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Str(), Type.Null()]) })
 export const SessionPageSchema = pageSchema(SessionSummarySchema)
-export interface Page<T> { items: T[]; next_cursor: string | null }
+export interface Page<T> {
+  items: T[]
+  next_cursor: string | null
+}
 
 export const InterruptResultSchema = Type.Object({
-  session_id: Str({ format: 'uuid' }), interrupted: Type.Boolean(), turn: Type.Union([Int(), Type.Null()]),
+  session_id: Str({ format: 'uuid' }),
+  interrupted: Type.Boolean(),
+  turn: Type.Union([Int(), Type.Null()]),
 })
 export type InterruptResult = Static<typeof InterruptResultSchema>
 
 export const ArchiveResultSchema = Type.Object({ session_id: Str({ format: 'uuid' }), status: SessionStatusSchema })
 
 export const CompactionResultSchema = Type.Object({
-  session_id: Str({ format: 'uuid' }), compacted: Type.Boolean(),
-  messages_before: Int(), messages_after: Int(), summary_tokens: Int(),
+  session_id: Str({ format: 'uuid' }),
+  compacted: Type.Boolean(),
+  messages_before: Int(),
+  messages_after: Int(),
+  summary_tokens: Int(),
   /** Why nothing was compacted (e.g. every turn is within the recent-turn budget). */
   reason: Type.Optional(Str()),
 })
@@ -202,7 +257,12 @@ export const CapabilitiesSchema = Type.Object({
 export type Capabilities = Static<typeof CapabilitiesSchema>
 
 export const ProblemSchema = Type.Object({
-  type: Str(), title: Str(), status: Int(), detail: Str(), code: Str(), request_id: Str(),
+  type: Str(),
+  title: Str(),
+  status: Int(),
+  detail: Str(),
+  code: Str(),
+  request_id: Str(),
   field: Type.Optional(Str()),
   data: Type.Optional(Type.Record(Str(), Type.Unknown())),
 })
@@ -240,36 +300,55 @@ export const StreamFrameSchema = Type.Union([EventEnvelopeSchema, StreamControlS
 export const METADATA_FILTER_KEY = '^[A-Za-z0-9_.:-]{1,64}$'
 export const METADATA_FILTER_VALUE_MAX = 256
 export const MetadataFilterSchema = Type.Record(Str({ pattern: METADATA_FILTER_KEY }), Str({ maxLength: METADATA_FILTER_VALUE_MAX }), {
-  additionalProperties: false, maxProperties: 16, description: 'Only entries whose metadata has every one of these KEY=VALUE pairs.',
+  additionalProperties: false,
+  maxProperties: 16,
+  description: 'Only entries whose metadata has every one of these KEY=VALUE pairs.',
 })
 export const MemoryHitSchema = Type.Object({
   id: Str({ description: 'The entry id (as `POST /v1/memory` returned it).' }),
-  content: Str(), score: Type.Number({ minimum: 0, maximum: 1 }), session_id: Type.Union([Str(), Type.Null()]),
-  turn: Type.Union([Int(), Type.Null()]), seq: Type.Union([Int(), Type.Null()]), metadata: Type.Record(Str(), Str()),
+  content: Str(),
+  score: Type.Number({ minimum: 0, maximum: 1 }),
+  session_id: Type.Union([Str(), Type.Null()]),
+  turn: Type.Union([Int(), Type.Null()]),
+  seq: Type.Union([Int(), Type.Null()]),
+  metadata: Type.Record(Str(), Str()),
 })
 export const memorySearchParams = {
   q: Str({ minLength: 1, maxLength: 4096, description: 'What to look for (natural language).' }),
   limit: Type.Optional(Int({ minimum: 1, maximum: 20, default: 5, description: 'Number of hits.' })),
   session_id: Type.Optional(Str({ format: 'uuid', description: 'Restrict to this session (required with scope "session").' })),
-  scope: Type.Optional(Type.Union([Type.Literal('session'), Type.Literal('tenant')], {
-    description: '"tenant" (default): all your sessions; "session": session_id only.',
-  })),
+  scope: Type.Optional(
+    Type.Union([Type.Literal('session'), Type.Literal('tenant')], {
+      description: '"tenant" (default): all your sessions; "session": session_id only.',
+    }),
+  ),
 }
 export const MemorySearchQuerySchema = Type.Object({ ...memorySearchParams, metadata: Type.Optional(MetadataFilterSchema) }, Strict)
 export type MemorySearchQuery = Static<typeof MemorySearchQuerySchema>
 export const MemorySearchResultSchema = Type.Object({ results: Type.Array(MemoryHitSchema) })
 export type MemorySearchResult = Static<typeof MemorySearchResultSchema>
-export const MemoryAddSchema = Type.Array(Type.Object({
-  content: Str({ minLength: 1, maxLength: 100_000 }),
-  session_id: Type.Optional(Str({ format: 'uuid' })),
-  metadata: Type.Optional(MetadataSchema),
-}, Strict), { minItems: 1, maxItems: 1000 })
+export const MemoryAddSchema = Type.Array(
+  Type.Object(
+    {
+      content: Str({ minLength: 1, maxLength: 100_000 }),
+      session_id: Type.Optional(Str({ format: 'uuid' })),
+      metadata: Type.Optional(MetadataSchema),
+    },
+    Strict,
+  ),
+  { minItems: 1, maxItems: 1000 },
+)
 export type MemoryAdd = Static<typeof MemoryAddSchema>
 export const MemoryAddedSchema = Type.Object({ ids: Type.Array(Str()) })
 export type MemoryAdded = Static<typeof MemoryAddedSchema>
 export const MemoryItemSchema = Type.Object({
-  id: Str(), content: Str(), session_id: Type.Union([Str(), Type.Null()]), turn: Type.Union([Int(), Type.Null()]),
-  seq: Type.Union([Int(), Type.Null()]), created_at: Str({ format: 'date-time' }), metadata: Type.Record(Str(), Str()),
+  id: Str(),
+  content: Str(),
+  session_id: Type.Union([Str(), Type.Null()]),
+  turn: Type.Union([Int(), Type.Null()]),
+  seq: Type.Union([Int(), Type.Null()]),
+  created_at: Str({ format: 'date-time' }),
+  metadata: Type.Record(Str(), Str()),
 })
 export type MemoryItem = Static<typeof MemoryItemSchema>
 export const MemoryItemPageSchema = pageSchema(MemoryItemSchema)

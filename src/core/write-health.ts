@@ -41,12 +41,18 @@ export class WriteHealth {
 
   /** A write failed (for writers that report outcomes themselves, such as a batch writer). */
   failed(err: unknown): void {
-    if (!this.failure) { this.failure = true; this.onChange(false, err) }
+    if (!this.failure) {
+      this.failure = true
+      this.onChange(false, err)
+    }
   }
 
   /** A write succeeded. */
   succeeded(): void {
-    if (this.failure) { this.failure = false; this.onChange(true) }
+    if (this.failure) {
+      this.failure = false
+      this.onChange(true)
+    }
   }
 
   get writable(): boolean {
@@ -55,11 +61,15 @@ export class WriteHealth {
       this.lastProbe = Date.now()
       this.run(this.probe, 'a probe write')
         .catch(() => undefined) // the failure is the state this reports; run() observed it
-        .finally(() => { this.probing = false })
+        .finally(() => {
+          this.probing = false
+        })
     }
     return !this.failure
   }
 
   /** No more probes (the store is closing). */
-  close(): void { this.closed = true }
+  close(): void {
+    this.closed = true
+  }
 }

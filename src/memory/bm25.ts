@@ -6,7 +6,10 @@ export interface KeywordStats {
   totalLength: number
 }
 
-export interface Posting { label: number; tf: number }
+export interface Posting {
+  label: number
+  tf: number
+}
 
 export interface KeywordSource {
   stats(): KeywordStats
@@ -26,7 +29,12 @@ const B = BM25_B
  * are counted once each (a repeated word does not dominate). The reference scorer (and the
  * brute-force store's): `KeywordIndex.top` must give exactly the same result, faster.
  */
-export function bm25(source: KeywordSource, queryTerms: readonly string[], limit: number, accept?: (label: number) => boolean): Array<{ label: number; score: number }> {
+export function bm25(
+  source: KeywordSource,
+  queryTerms: readonly string[],
+  limit: number,
+  accept?: (label: number) => boolean,
+): Array<{ label: number; score: number }> {
   const { docs, totalLength } = source.stats()
   if (docs === 0) return []
   const avgdl = totalLength / docs
@@ -38,11 +46,14 @@ export function bm25(source: KeywordSource, queryTerms: readonly string[], limit
     for (const p of postings) {
       if (accept && !accept(p.label)) continue
       const dl = source.length(p.label)
-      const s = idf * (p.tf * (K1 + 1)) / (p.tf + K1 * (1 - B + B * dl / avgdl))
+      const s = (idf * (p.tf * (K1 + 1))) / (p.tf + K1 * (1 - B + (B * dl) / avgdl))
       scores.set(p.label, (scores.get(p.label) ?? 0) + s)
     }
   }
-  return [...scores].map(([label, score]) => ({ label, score })).sort((a, b) => b.score - a.score || a.label - b.label).slice(0, limit)
+  return [...scores]
+    .map(([label, score]) => ({ label, score }))
+    .sort((a, b) => b.score - a.score || a.label - b.label)
+    .slice(0, limit)
 }
 
 /** Term frequencies of a tokenised document. */

@@ -1,6 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
-import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
+import {
+  matchesMetadata,
+  type Embedder,
+  type MemoryEntry,
+  type MemoryHit,
+  type MemoryListQuery,
+  type MemoryPage,
+  type MemoryQuery,
+  type MemoryStore,
+  type NewMemoryEntry,
+} from '../core/memory-store.js'
 import { bm25, termFrequencies, type KeywordSource, type Posting } from './bm25.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, cosine, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
@@ -24,11 +34,17 @@ export class BruteForceMemoryStore implements MemoryStore {
   /** `tenant\0session` of deleted sessions: nothing is added to them again. */
   private readonly deleted = new Set<string>()
 
-  constructor(private readonly embedder: Embedder, private readonly now: () => Date = () => new Date()) {}
+  constructor(
+    private readonly embedder: Embedder,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
 
   private tenant(name: string): Tenant {
     let t = this.tenants.get(name)
-    if (!t) { t = { entries: new Map(), vectors: new Map(), lengths: new Map(), postings: new Map(), totalLength: 0, next: 0 }; this.tenants.set(name, t) }
+    if (!t) {
+      t = { entries: new Map(), vectors: new Map(), lengths: new Map(), postings: new Map(), totalLength: 0, next: 0 }
+      this.tenants.set(name, t)
+    }
     return t
   }
 
@@ -48,7 +64,10 @@ export class BruteForceMemoryStore implements MemoryStore {
       t.totalLength += tokens.length
       for (const [term, tf] of termFrequencies(tokens)) {
         let p = t.postings.get(term)
-        if (!p) { p = new Map(); t.postings.set(term, p) }
+        if (!p) {
+          p = new Map()
+          t.postings.set(term, p)
+        }
         p.set(label, tf)
       }
       out.push(entry)
@@ -67,20 +86,33 @@ export class BruteForceMemoryStore implements MemoryStore {
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.embedder.embed([q.text])
-      vector = [...t.vectors].filter(([l]) => accept(l)).map(([label, vec]) => ({ label, score: cosine(v!, vec) }))
-        .sort((a, b) => b.score - a.score || a.label - b.label).slice(0, Math.max(CANDIDATES, q.limit))
+      vector = [...t.vectors]
+        .filter(([l]) => accept(l))
+        .map(([label, vec]) => ({ label, score: cosine(v!, vec) }))
+        .sort((a, b) => b.score - a.score || a.label - b.label)
+        .slice(0, Math.max(CANDIDATES, q.limit))
     }
     const source = this.source(t)
     const keyword = mode === 'vector' ? [] : bm25(source, tokenize(q.text), Math.max(CANDIDATES, q.limit), accept)
-    return rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(source, q.text) : undefined, fusionFor(this.embedder.id)).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
+    return rank(
+      mode,
+      vector,
+      keyword,
+      q.limit,
+      mode === 'hybrid' ? exactMatches(source, q.text) : undefined,
+      fusionFor(this.embedder.id),
+    ).map((r) => ({ entry: t.entries.get(r.label)!, score: r.score }))
   }
 
   /** Exact nearest neighbours of a vector (the baseline the HNSW index is measured against). */
   nearest(tenant: string, vector: readonly number[], k: number): number[] {
     const t = this.tenants.get(tenant)
     if (!t) return []
-    return [...t.vectors].map(([label, vec]) => ({ label, score: cosine(vector, vec) }))
-      .sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k).map((r) => r.label)
+    return [...t.vectors]
+      .map(([label, vec]) => ({ label, score: cosine(vector, vec) }))
+      .sort((a, b) => b.score - a.score || a.label - b.label)
+      .slice(0, k)
+      .map((r) => r.label)
   }
 
   private source(t: Tenant): KeywordSource {

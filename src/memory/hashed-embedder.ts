@@ -42,7 +42,11 @@ const SEED_NGRAM = 0xc2b2ae35
 const SEED_CONCEPT = 0x51ed270b
 
 /** A term's features, projected and cached across texts (bounded): sparse signed buckets. */
-interface TermFeatures { hash: number; buckets: Int32Array; weights: Float64Array }
+interface TermFeatures {
+  hash: number
+  buckets: Int32Array
+  weights: Float64Array
+}
 const CACHE_LIMIT = 20_000
 
 /**
@@ -139,7 +143,12 @@ function termFeatures(term: Term, d: number): TermFeatures {
   }
   const buckets: number[] = []
   const weights: number[] = []
-  v.forEach((x, i) => { if (x !== 0) { buckets.push(i); weights.push(x) } })
+  v.forEach((x, i) => {
+    if (x !== 0) {
+      buckets.push(i)
+      weights.push(x)
+    }
+  })
   return { hash, buckets: Int32Array.from(buckets), weights: Float64Array.from(weights) }
 }
 
@@ -279,13 +288,20 @@ change changed modify modified alter | check inspect examine | wait waiting wait
 
 const CONCEPTS: Map<string, number[]> = (() => {
   const m = new Map<string, number[]>()
-  LEXICON.trim().split(/\s*[|\n]\s*/).forEach((line, g) => {
-    const h = mix(SEED_CONCEPT + g)
-    for (const word of new Set(line.trim().split(/\s+/).map((w) => stem(w)))) {
-      const list = m.get(word) ?? []
-      if (!list.includes(h)) list.push(h)
-      m.set(word, list)
-    }
-  })
+  LEXICON.trim()
+    .split(/\s*[|\n]\s*/)
+    .forEach((line, g) => {
+      const h = mix(SEED_CONCEPT + g)
+      for (const word of new Set(
+        line
+          .trim()
+          .split(/\s+/)
+          .map((w) => stem(w)),
+      )) {
+        const list = m.get(word) ?? []
+        if (!list.includes(h)) list.push(h)
+        m.set(word, list)
+      }
+    })
   return m
 })()

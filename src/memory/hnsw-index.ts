@@ -6,7 +6,12 @@ import { DamagedIndexError, inspectIndexFile } from './index-file.js'
 const { HierarchicalNSW } = hnsw
 
 /** `efHybrid`: the search breadth of a hybrid query's vector side (default `efSearch`), whose misses the keyword side makes up for. */
-export interface HnswParams { m: number; efConstruction: number; efSearch: number; efHybrid?: number }
+export interface HnswParams {
+  m: number
+  efConstruction: number
+  efSearch: number
+  efHybrid?: number
+}
 /**
  * m 16 and efConstruction 100: at 20,000 entries (hashed embedder) recall@10 against the exact
  * top 10 is 99.1 % (200: 99.3 %, 64: 98.3 %) and an insert costs 0.21 ms (200: 0.37 ms) — see
@@ -16,10 +21,16 @@ export interface HnswParams { m: number; efConstruction: number; efSearch: numbe
 export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 100, efSearch: 96, efHybrid: 64 }
 
 /** What the store records (in LMDB) about the index file it saved last for a tenant. */
-export interface IndexFileRecord { file: string; sha256: string }
+export interface IndexFileRecord {
+  file: string
+  sha256: string
+}
 
 /** A written, checked index file not yet in place (see {@link TenantIndex.write}). */
-export interface PreparedIndexFile extends IndexFileRecord { tmp: string; covered: number }
+export interface PreparedIndexFile extends IndexFileRecord {
+  tmp: string
+  covered: number
+}
 
 /**
  * One tenant's HNSW index (cosine) — a cache of the vectors in LMDB. Saved as
@@ -34,7 +45,11 @@ export class TenantIndex {
   covered: number
   /** Changes since the last save. */
   dirty = 0
-  private constructor(private readonly index: InstanceType<typeof HierarchicalNSW>, covered: number, private readonly params: HnswParams) {
+  private constructor(
+    private readonly index: InstanceType<typeof HierarchicalNSW>,
+    covered: number,
+    private readonly params: HnswParams,
+  ) {
     this.capacity = index.getMaxElements()
     this.covered = covered
     this.ef = params.efSearch
@@ -53,11 +68,17 @@ export class TenantIndex {
    * below both the count in its name and `labelsBelow` (what LMDB has assigned), and when
    * the store recorded its last save, it must be that very file. Throws DamagedIndexError.
    */
-  static load(dir: string, key: string, dim: number, opts: { labelsBelow: number; record?: IndexFileRecord | undefined; params?: HnswParams }): TenantIndex | null {
+  static load(
+    dir: string,
+    key: string,
+    dim: number,
+    opts: { labelsBelow: number; record?: IndexFileRecord | undefined; params?: HnswParams },
+  ): TenantIndex | null {
     const newest = savedFiles(dir, key)[0]
     if (!newest) return null
     const path = join(dir, newest.file)
-    if (newest.covered > opts.labelsBelow) throw new DamagedIndexError(path, `it claims ${newest.covered} labels, but only ${opts.labelsBelow} were ever assigned`)
+    if (newest.covered > opts.labelsBelow)
+      throw new DamagedIndexError(path, `it claims ${newest.covered} labels, but only ${opts.labelsBelow} were ever assigned`)
     const facts = inspectIndexFile(path, { dim, labelsBelow: newest.covered })
     if (opts.record && (opts.record.file !== newest.file || opts.record.sha256 !== facts.sha256)) {
       throw new DamagedIndexError(path, `it is not the file last saved for this tenant (${opts.record.file})`)
@@ -97,11 +118,18 @@ export class TenantIndex {
     try {
       this.index.markDelete(label)
       this.dirty++
-    } catch { /* not in the index (or already deleted) */ }
+    } catch {
+      /* not in the index (or already deleted) */
+    }
   }
 
   /** Nearest labels with cosine similarity, best first; `ef`: the search breadth (default `efSearch`; at least `k`). */
-  search(vector: readonly number[], k: number, filter?: (label: number) => boolean, ef = this.params.efSearch): Array<{ label: number; score: number }> {
+  search(
+    vector: readonly number[],
+    k: number,
+    filter?: (label: number) => boolean,
+    ef = this.params.efSearch,
+  ): Array<{ label: number; score: number }> {
     const n = this.index.getCurrentCount()
     if (n === 0) return []
     const want = Math.min(k, n)
@@ -167,7 +195,11 @@ export function moveAside(dir: string, key: string, path: string): string | null
 
 function savedFiles(dir: string, key: string): Array<{ file: string; covered: number }> {
   let names: string[]
-  try { names = readdirSync(dir) } catch { return [] }
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return []
+  }
   return names
     .map((file) => ({ file, m: new RegExp(`^${key}\\.(\\d+)\\.bin$`).exec(file) }))
     .filter((x) => x.m)
@@ -177,6 +209,10 @@ function savedFiles(dir: string, key: string): Array<{ file: string; covered: nu
 
 export function removeSavedIndexes(dir: string): void {
   let names: string[]
-  try { names = readdirSync(dir) } catch { return }
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return
+  }
   for (const f of names) if (f.endsWith('.bin') || f.endsWith('.tmp') || f.endsWith('.damaged')) rmSync(join(dir, f), { force: true })
 }

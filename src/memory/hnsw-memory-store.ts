@@ -5,7 +5,17 @@ import { BurrowError } from '../core/errors.js'
 import { WriteHealth } from '../core/write-health.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
-import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type MemoryListQuery, type MemoryPage, type MemoryQuery, type MemoryStore, type NewMemoryEntry } from '../core/memory-store.js'
+import {
+  matchesMetadata,
+  type Embedder,
+  type MemoryEntry,
+  type MemoryHit,
+  type MemoryListQuery,
+  type MemoryPage,
+  type MemoryQuery,
+  type MemoryStore,
+  type NewMemoryEntry,
+} from '../core/memory-store.js'
 import { termFrequencies } from './bm25.js'
 import type { KeywordIndex } from './keyword-index.js'
 import { buildKeywordIndex } from './keyword-build.js'
@@ -54,15 +64,23 @@ export class HnswMemoryStore implements MemoryStore {
   private readonly efHybrid: number | undefined
   private closed = false
 
-  private constructor(private readonly db: MemoryDb, private readonly opts: HnswMemoryOptions) {
+  private constructor(
+    private readonly db: MemoryDb,
+    private readonly opts: HnswMemoryOptions,
+  ) {
     this.indexDir = join(opts.dataDir, 'memory', 'hnsw')
     const params = opts.hnsw ?? DEFAULT_HNSW
     this.efHybrid = params.efHybrid
     mkdirSync(this.indexDir, { recursive: true })
     this.writes = new WriteHealth(memoryProbe(db))
     this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
-      dir: this.indexDir, dim: opts.embedder.dimensions, params, embedder: opts.embedder,
-      saveEvery: opts.saveEvery ?? 1000, saveGrowth: opts.saveGrowth ?? 0.2, logger: opts.logger ?? SILENT_LOGGER,
+      dir: this.indexDir,
+      dim: opts.embedder.dimensions,
+      params,
+      embedder: opts.embedder,
+      saveEvery: opts.saveEvery ?? 1000,
+      saveGrowth: opts.saveGrowth ?? 0.2,
+      logger: opts.logger ?? SILENT_LOGGER,
     })
   }
 
@@ -87,13 +105,18 @@ export class HnswMemoryStore implements MemoryStore {
     const previous = this.db.meta.get('embedder') as string | undefined
     const id = this.opts.embedder.id
     if (previous === id) return
-    if (previous !== undefined) this.opts.logger?.warn({ from: previous, to: id }, 'embedder changed: memory vectors are made again in the background')
+    if (previous !== undefined)
+      this.opts.logger?.warn({ from: previous, to: id }, 'embedder changed: memory vectors are made again in the background')
     removeSavedIndexes(this.indexDir)
-    await this.writes.run(() => this.db.meta.transaction(() => {
-      for (const key of this.db.meta.getKeys({ start: RECORD_PREFIX, end: `${RECORD_PREFIX}\uffff` })) this.db.meta.remove(key)
-      for (const key of this.db.tombstones.getKeys()) this.db.tombstones.remove(key)
-      this.db.meta.put('embedder', id)
-    }), ENTRIES)
+    await this.writes.run(
+      () =>
+        this.db.meta.transaction(() => {
+          for (const key of this.db.meta.getKeys({ start: RECORD_PREFIX, end: `${RECORD_PREFIX}\uffff` })) this.db.meta.remove(key)
+          for (const key of this.db.tombstones.getKeys()) this.db.tombstones.remove(key)
+          this.db.meta.put('embedder', id)
+        }),
+      ENTRIES,
+    )
   }
 
   async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
@@ -112,29 +135,35 @@ export class HnswMemoryStore implements MemoryStore {
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
     for (const tenant of tenants) this.cache.get(tenant)
-    const deleted = await this.writes.run(() => this.db.entries.childTransaction(() => {
-      // Checked in the transaction that would write: a deletion is either before it (and
-      // nothing is added) or after it (and removes these entries too).
-      const gone = prepared.find((p) => p.entry.session_id && this.db.deletedSessions.get([p.entry.tenant, p.entry.session_id]) !== undefined)
-      if (gone) return gone.entry.session_id
-      const blocks = new Map<string, Array<{ label: number; tf: Map<string, number> }>>()
-      for (const p of prepared) {
-        const tenant = p.entry.tenant
-        const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-        const label = stats.next
-        p.label = label
-        this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
-        this.db.entries.put([tenant, label], p.entry)
-        this.db.ids.put(p.entry.id, [tenant, label])
-        if (p.entry.session_id) this.db.bySession.put([tenant, p.entry.session_id, label], 1)
-        let block = blocks.get(tenant)
-        if (!block) blocks.set(tenant, block = [])
-        block.push({ label, tf: p.tf })
-      }
-      // One posting block per tenant: this call's labels of a tenant are consecutive.
-      for (const [tenant, docs] of blocks) this.db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
-      return null
-    }), ENTRIES)
+    const deleted = await this.writes.run(
+      () =>
+        this.db.entries.childTransaction(() => {
+          // Checked in the transaction that would write: a deletion is either before it (and
+          // nothing is added) or after it (and removes these entries too).
+          const gone = prepared.find(
+            (p) => p.entry.session_id && this.db.deletedSessions.get([p.entry.tenant, p.entry.session_id]) !== undefined,
+          )
+          if (gone) return gone.entry.session_id
+          const blocks = new Map<string, Array<{ label: number; tf: Map<string, number> }>>()
+          for (const p of prepared) {
+            const tenant = p.entry.tenant
+            const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+            const label = stats.next
+            p.label = label
+            this.db.stats.put(tenant, { docs: stats.docs + 1, totalLength: stats.totalLength + p.entry.len, next: label + 1 })
+            this.db.entries.put([tenant, label], p.entry)
+            this.db.ids.put(p.entry.id, [tenant, label])
+            if (p.entry.session_id) this.db.bySession.put([tenant, p.entry.session_id, label], 1)
+            let block = blocks.get(tenant)
+            if (!block) blocks.set(tenant, (block = []))
+            block.push({ label, tf: p.tf })
+          }
+          // One posting block per tenant: this call's labels of a tenant are consecutive.
+          for (const [tenant, docs] of blocks) this.db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
+          return null
+        }),
+      ENTRIES,
+    )
     if (deleted) throw new BurrowError('SESSION_NOT_FOUND', `Session ${deleted} was deleted; its memories are not kept.`)
     // Applied at once after the commit (commits resolve in order): an index that cannot take
     // a label in order is dropped and built again from LMDB on the next search.
@@ -145,7 +174,11 @@ export class HnswMemoryStore implements MemoryStore {
     // Committed (with fsync durability: on disk): acknowledged. Nothing below may fail the
     // call — a retry would add the entries twice. The vectors wait in memory, found by an
     // exact scan, while the HNSW index takes them in the background.
-    for (const tenant of tenants) this.cache.added(tenant, prepared.flatMap((p) => (p.entry.tenant === tenant && p.vector ? [{ label: p.label, vector: p.vector }] : [])))
+    for (const tenant of tenants)
+      this.cache.added(
+        tenant,
+        prepared.flatMap((p) => (p.entry.tenant === tenant && p.vector ? [{ label: p.label, vector: p.vector }] : [])),
+      )
     return prepared.map((p) => publicEntry(p.entry))
   }
 
@@ -158,13 +191,22 @@ export class HnswMemoryStore implements MemoryStore {
     let vector: Ranked[] = []
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      vector = filtered ? this.exact(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      vector = filtered
+        ? this.exact(q.tenant, filtered, v!, want)
+        : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
     }
     // After the embedder's await: read in one synchronous step with the keyword index.
     const keywords = this.keywordIndex(q.tenant)
     const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
     const hits: MemoryHit[] = []
-    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined, fusionFor(this.opts.embedder.id))) {
+    for (const r of rank(
+      mode,
+      vector,
+      keyword,
+      q.limit,
+      mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined,
+      fusionFor(this.opts.embedder.id),
+    )) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }
@@ -179,9 +221,12 @@ export class HnswMemoryStore implements MemoryStore {
     const filter = q.metadata && Object.keys(q.metadata).length > 0 ? q.metadata : undefined
     if (!q.sessionId && !filter) return undefined
     const labels = new Set<number>()
-    const keep = (label: number, e = filter && this.db.entries.get([q.tenant, label])) => { if (!filter || (e && matchesMetadata(e.metadata, filter))) labels.add(label) }
+    const keep = (label: number, e = filter && this.db.entries.get([q.tenant, label])) => {
+      if (!filter || (e && matchesMetadata(e.metadata, filter))) labels.add(label)
+    }
     if (q.sessionId) {
-      for (const key of this.db.bySession.getKeys({ start: [q.tenant, q.sessionId, 0], end: [q.tenant, q.sessionId, Infinity] })) keep(key[2] as number)
+      for (const key of this.db.bySession.getKeys({ start: [q.tenant, q.sessionId, 0], end: [q.tenant, q.sessionId, Infinity] }))
+        keep(key[2] as number)
     } else {
       for (const { key, value } of this.db.entries.getRange({ start: [q.tenant, 0], end: [q.tenant, Infinity] })) keep(key[1], value)
     }
@@ -211,24 +256,28 @@ export class HnswMemoryStore implements MemoryStore {
   async deleteSession(tenant: string, sessionId: string): Promise<number> {
     this.assertOpen()
     const removed: Array<{ label: number; terms: Set<string> }> = []
-    const labels = await this.writes.run(() => this.db.entries.childTransaction(() => {
-      removed.length = 0
-      const out: number[] = []
-      const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-      for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
-        const label = key[2] as number
-        const terms = this.removeLabel(tenant, label, stats)
-        if (terms) removed.push({ label, terms })
-        this.db.bySession.remove(key)
-        out.push(key[2] as number)
-      }
-      this.dropPostings(tenant, out)
-      // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
-      // an add racing the deletion) from bringing the session's memories back.
-      this.db.deletedSessions.put([tenant, sessionId], Date.now())
-      if (out.length > 0) this.db.stats.put(tenant, stats)
-      return out
-    }), ENTRIES)
+    const labels = await this.writes.run(
+      () =>
+        this.db.entries.childTransaction(() => {
+          removed.length = 0
+          const out: number[] = []
+          const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+          for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
+            const label = key[2] as number
+            const terms = this.removeLabel(tenant, label, stats)
+            if (terms) removed.push({ label, terms })
+            this.db.bySession.remove(key)
+            out.push(key[2] as number)
+          }
+          this.dropPostings(tenant, out)
+          // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
+          // an add racing the deletion) from bringing the session's memories back.
+          this.db.deletedSessions.put([tenant, sessionId], Date.now())
+          if (out.length > 0) this.db.stats.put(tenant, stats)
+          return out
+        }),
+      ENTRIES,
+    )
     const ix = this.keywords.get(tenant)
     if (ix && !removed.every((r) => ix.remove(r.label, r.terms))) this.keywords.delete(tenant)
     this.cache.removed(tenant, labels)
@@ -262,10 +311,15 @@ export class HnswMemoryStore implements MemoryStore {
     const byBlock = new Map<number, Set<number>>()
     for (const label of labels) {
       // The block holding a label is the last one that starts at or before it.
-      for (const key of this.db.blocks.getKeys({ start: [tenant, label], end: [tenant] as unknown as [string, number], reverse: true, limit: 1 })) {
+      for (const key of this.db.blocks.getKeys({
+        start: [tenant, label],
+        end: [tenant] as unknown as [string, number],
+        reverse: true,
+        limit: 1,
+      })) {
         const first = key[1] as number
         let set = byBlock.get(first)
-        if (!set) byBlock.set(first, set = new Set())
+        if (!set) byBlock.set(first, (set = new Set()))
         set.add(label)
       }
     }
@@ -293,15 +347,19 @@ export class HnswMemoryStore implements MemoryStore {
   async delete(tenant: string, id: string): Promise<boolean> {
     this.assertOpen()
     let terms: Set<string> | undefined
-    const label = await this.writes.run(() => this.db.entries.childTransaction(() => {
-      const l = this.labelOf(tenant, id)
-      if (l === undefined || this.db.entries.get([tenant, l]) === undefined) return undefined
-      const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-      terms = this.removeLabel(tenant, l, stats)
-      this.dropPostings(tenant, [l])
-      this.db.stats.put(tenant, stats)
-      return l
-    }), ENTRIES)
+    const label = await this.writes.run(
+      () =>
+        this.db.entries.childTransaction(() => {
+          const l = this.labelOf(tenant, id)
+          if (l === undefined || this.db.entries.get([tenant, l]) === undefined) return undefined
+          const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
+          terms = this.removeLabel(tenant, l, stats)
+          this.dropPostings(tenant, [l])
+          this.db.stats.put(tenant, stats)
+          return l
+        }),
+      ENTRIES,
+    )
     if (label === undefined) return false
     // The keyword index follows the commit, as for adds; one that cannot is rebuilt from LMDB when next used.
     const ix = this.keywords.get(tenant)
@@ -313,7 +371,9 @@ export class HnswMemoryStore implements MemoryStore {
   async list(tenant: string, q: MemoryListQuery): Promise<MemoryPage> {
     const after = decodeMemoryCursor(q.cursor)
     const out: { label: number; entry: MemoryEntry }[] = []
-    const keep = (label: number, e: StoredEntry | undefined) => { if (e && matchesMetadata(e.metadata, q.metadata)) out.push({ label, entry: publicEntry(e) }) }
+    const keep = (label: number, e: StoredEntry | undefined) => {
+      if (e && matchesMetadata(e.metadata, q.metadata)) out.push({ label, entry: publicEntry(e) })
+    }
     if (q.sessionId) {
       for (const key of this.db.bySession.getKeys({ start: [tenant, q.sessionId, after + 1], end: [tenant, q.sessionId, Infinity] })) {
         if (out.length > q.limit) break

@@ -6,7 +6,11 @@ import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
  * another dimension or another tenant, or not the file this store last saved.
  */
 export class DamagedIndexError extends Error {
-  constructor(readonly file: string, readonly reason: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly file: string,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
     super(`memory index file ${file} is damaged: ${reason}`, options)
     this.name = 'DamagedIndexError'
   }
@@ -150,7 +154,10 @@ class ChunkReader {
   private used = 0
   private readonly hash = createHash('sha256')
 
-  constructor(readonly path: string, private readonly fd: number) {
+  constructor(
+    readonly path: string,
+    private readonly fd: number,
+  ) {
     this.size = fstatSync(fd).size
     this.buf = Buffer.alloc(CHUNK)
     this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength)
@@ -162,16 +169,23 @@ class ChunkReader {
 
   /** Makes the next `n` bytes available and returns their offset in `view`. */
   take(n: number): number {
-    if (this.offset + n > this.size) throw new DamagedIndexError(this.path, `ends inside a record at byte ${this.offset} (${this.size} bytes)`)
+    if (this.offset + n > this.size)
+      throw new DamagedIndexError(this.path, `ends inside a record at byte ${this.offset} (${this.size} bytes)`)
     if (this.used + n > this.filled) this.fill(n)
     const at = this.used
     this.used += n
     return at
   }
 
-  u32(): number { return this.view.getUint32(this.take(4), true) }
-  i32(): number { return this.view.getInt32(this.take(4), true) }
-  f64(): number { return this.view.getFloat64(this.take(8), true) }
+  u32(): number {
+    return this.view.getUint32(this.take(4), true)
+  }
+  i32(): number {
+    return this.view.getInt32(this.take(4), true)
+  }
+  f64(): number {
+    return this.view.getFloat64(this.take(8), true)
+  }
   u64(): number {
     const v = this.view.getBigUint64(this.take(8), true)
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new DamagedIndexError(this.path, `implausible header value ${v}`)

@@ -26,7 +26,12 @@ export class IndexSaves {
   private readonly saveAt = new Map<string, number>()
   closing = false
 
-  constructor(private readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, private readonly writes: WriteHealth, private readonly opts: IndexSavesOptions) {}
+  constructor(
+    private readonly indexes: Map<string, TenantIndex>,
+    private readonly db: MemoryDb,
+    private readonly writes: WriteHealth,
+    private readonly opts: IndexSavesOptions,
+  ) {}
 
   /** Schedules a save when the index has changed enough since the last one. */
   ifDue(tenant: string, index: TenantIndex): void {
@@ -70,10 +75,14 @@ export class IndexSaves {
     const changes = index.dirty
     const prepared = index.write(this.opts.dir, key)
     try {
-      await this.writes.run(() => this.db.meta.transaction(() => {
-        this.db.meta.put(recordKey(key), { file: prepared.file, sha256: prepared.sha256 } satisfies IndexFileRecord)
-        for (const t of tombstones) this.db.tombstones.remove(t)
-      }), 'the memory index record')
+      await this.writes.run(
+        () =>
+          this.db.meta.transaction(() => {
+            this.db.meta.put(recordKey(key), { file: prepared.file, sha256: prepared.sha256 } satisfies IndexFileRecord)
+            for (const t of tombstones) this.db.tombstones.remove(t)
+          }),
+        'the memory index record',
+      )
       TenantIndex.install(this.opts.dir, key, prepared)
     } catch (err) {
       rmSync(prepared.tmp, { force: true })
@@ -91,7 +100,10 @@ export class IndexSaves {
   private failed(tenant: string, err: unknown): void {
     const index = this.indexes.get(tenant)
     if (index) this.saveAt.set(tenant, index.dirty + this.threshold(index))
-    this.opts.logger.warn({ err, tenant_key: tenantKey(tenant) }, 'saving a memory index failed; it is saved again later (LMDB has every entry)')
+    this.opts.logger.warn(
+      { err, tenant_key: tenantKey(tenant) },
+      'saving a memory index failed; it is saved again later (LMDB has every entry)',
+    )
   }
 
   /** Every save under way. */

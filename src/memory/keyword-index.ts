@@ -187,7 +187,10 @@ export class KeywordIndex implements KeywordSource {
       if (!live[d] || (accept && !accept(d))) continue
       let beaten = false
       for (let i = first - 1; i >= 0; i--) {
-        if (heap.full && (partial + below[i + 1]!) * SLACK < heap.worst) { beaten = true; break }
+        if (heap.full && (partial + below[i + 1]!) * SLACK < heap.worst) {
+          beaten = true
+          break
+        }
         const j = order[i]!
         const list = lists[j]!
         const p = seek(list.labels, list.n, pos[i]!, d)
@@ -271,12 +274,12 @@ export class KeywordIndex implements KeywordSource {
 
 /** One term's BM25 score in one document — the reference's expression, operation for operation. */
 function termScore(idf: number, tf: number, dl: number, avgdl: number): number {
-  return idf * (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+  return (idf * (tf * (BM25_K1 + 1))) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * dl) / avgdl))
 }
 
 /** A term's BM25 score in a document over its idf, at average document length `avgdl`: grows with `avgdl`. */
 function impact(tf: number, dl: number, avgdl: number): number {
-  return (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+  return (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * dl) / avgdl))
 }
 
 /** The first position at or after `from` among the first `n` sorted labels whose label is at least `label` (`n` when none): galloping, then binary search. */

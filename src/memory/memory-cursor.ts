@@ -11,7 +11,9 @@ export function decodeMemoryCursor(cursor: string | undefined): number {
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { m?: unknown }
     if (typeof v.m === 'number' && Number.isSafeInteger(v.m) && v.m >= 0) return v.m
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   throw invalidRequest('query/cursor', 'is not a cursor this server issued')
 }
 

@@ -5,7 +5,11 @@ import type { MemoryEntry } from '../core/memory-store.js'
 
 /** An entry as stored: the public entry plus its length in tokens (for BM25). */
 export type StoredEntry = MemoryEntry & { len: number }
-export interface TenantStats { docs: number; totalLength: number; next: number }
+export interface TenantStats {
+  docs: number
+  totalLength: number
+  next: number
+}
 
 /**
  * The layout this build writes. 1: a row per (tenant, term, entry) posting and a float32 copy of
@@ -44,8 +48,12 @@ export interface MemoryDb {
 export function memoryProbe(db: MemoryDb): () => Promise<void> {
   const value = 'p'.repeat(1000)
   return async () => {
-    await db.meta.transaction(() => { for (let i = 0; i < 1024; i++) void db.meta.put(`write_probe_${i}`, value) })
-    await db.meta.transaction(() => { for (let i = 0; i < 1024; i++) void db.meta.remove(`write_probe_${i}`) })
+    await db.meta.transaction(() => {
+      for (let i = 0; i < 1024; i++) void db.meta.put(`write_probe_${i}`, value)
+    })
+    await db.meta.transaction(() => {
+      for (let i = 0; i < 1024; i++) void db.meta.remove(`write_probe_${i}`)
+    })
   }
 }
 

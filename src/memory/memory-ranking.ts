@@ -9,7 +9,10 @@ import { exactTerms } from './text-features.js'
  */
 export const CANDIDATES = 30
 
-export interface Ranked { label: number; score: number }
+export interface Ranked {
+  label: number
+  score: number
+}
 
 /**
  * How one signal's candidate scores are put on a common 0..1 scale before they are added:
@@ -27,7 +30,11 @@ export interface Ranked { label: number; score: number }
 export type Normalisation = 'minmax' | 'max' | 'dbsf' | 'absolute'
 
 /** A weighted sum of normalised scores; a candidate missing from a list scores 0 there. */
-export interface FusionWeights { vector: number; keyword: number; normalisation: Normalisation }
+export interface FusionWeights {
+  vector: number
+  keyword: number
+  normalisation: Normalisation
+}
 
 /**
  * The fusion per embedder family. Searched by a grid (every normalisation, keyword weight 0..1
@@ -66,7 +73,14 @@ export function fusionFor(embedderId: string): FusionWeights {
  * them (`exact`) rank first in hybrid mode: look-alike ids are close in vector space, but only
  * the exact match answers the question. Ties break by label, so results are deterministic.
  */
-export function rank(mode: NonNullable<MemoryQuery['mode']>, vector: readonly Ranked[], keyword: readonly Ranked[], limit: number, exact?: ReadonlySet<number>, weights: FusionWeights = FUSION): Ranked[] {
+export function rank(
+  mode: NonNullable<MemoryQuery['mode']>,
+  vector: readonly Ranked[],
+  keyword: readonly Ranked[],
+  limit: number,
+  exact?: ReadonlySet<number>,
+  weights: FusionWeights = FUSION,
+): Ranked[] {
   if (mode === 'vector') return vector.slice(0, limit).map((r) => ({ label: r.label, score: clamp(r.score) }))
   if (mode === 'keyword') {
     const top = keyword[0]?.score ?? 1
@@ -104,7 +118,11 @@ export function normaliser(list: readonly Ranked[], how: Normalisation, side: 'v
   let max = -Infinity
   let min = Infinity
   let sum = 0
-  for (const r of list) { max = Math.max(max, r.score); min = Math.min(min, r.score); sum += r.score }
+  for (const r of list) {
+    max = Math.max(max, r.score)
+    min = Math.min(min, r.score)
+    sum += r.score
+  }
   if (how === 'max') return max > 0 ? (s) => clamp(s / max) : () => 1
   if (how === 'minmax') return max > min ? (s) => (s - min) / (max - min) : () => 1
   const mean = sum / list.length

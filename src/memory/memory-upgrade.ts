@@ -29,7 +29,9 @@ export async function openUpgraded(dataDir: string, durability: 'fsync' | 'relax
   if (layout === MEMORY_LAYOUT) return db
   if (layout !== undefined) {
     await db.root.close()
-    throw new MemoryLayoutError(`The memory store in ${lmdbDir} has layout ${String(layout)}; this build reads layout ${MEMORY_LAYOUT} and upgrades layout 1.`)
+    throw new MemoryLayoutError(
+      `The memory store in ${lmdbDir} has layout ${String(layout)}; this build reads layout ${MEMORY_LAYOUT} and upgrades layout 1.`,
+    )
   }
   const names = new Set(db.root.getKeys() as Iterable<unknown>)
   if (!names.has('postings') && !names.has('vectors')) {
@@ -62,7 +64,9 @@ async function writeBlocks(db: MemoryDb): Promise<number> {
   let count = 0
   for (const tenant of [...db.stats.getKeys()] as string[]) {
     // Blocks a previous, interrupted upgrade wrote are written again.
-    await db.blocks.transaction(() => { for (const key of db.blocks.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) void db.blocks.remove(key) })
+    await db.blocks.transaction(() => {
+      for (const key of db.blocks.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) void db.blocks.remove(key)
+    })
     for (let from = 0; ;) {
       const rows = [...db.entries.getRange({ start: [tenant, from], end: [tenant, Infinity], limit: BLOCK })]
       if (rows.length === 0) break

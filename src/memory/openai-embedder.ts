@@ -48,7 +48,10 @@ export class OpenAiEmbedder implements Embedder {
   private readonly ownsDispatcher: boolean
 
   constructor(private readonly opts: OpenAiEmbedderOptions) {
-    if (!opts.model?.trim()) throw new BurrowError('PROVIDER_NOT_CONFIGURED', 'No embeddings model is configured (BURROW_EMBEDDINGS_MODEL).', { provider: PROVIDER })
+    if (!opts.model?.trim())
+      throw new BurrowError('PROVIDER_NOT_CONFIGURED', 'No embeddings model is configured (BURROW_EMBEDDINGS_MODEL).', {
+        provider: PROVIDER,
+      })
     this.url = embeddingsUrl(opts.baseUrl)
     this.id = `openai:${opts.model}@${new URL(this.url).host}`
     this.batchSize = intIn('batchSize', opts.batchSize ?? 256, 1, 2048)
@@ -59,10 +62,14 @@ export class OpenAiEmbedder implements Embedder {
       maxMs: intIn('retryMaxMs', opts.retryMaxMs ?? 8_000, 0, 300_000),
     }
     this.ownsDispatcher = opts.dispatcher === undefined
-    this.dispatcher = opts.dispatcher ?? new Agent({
-      connect: { timeout: Math.min(this.timeoutMs, 10_000) },
-      headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, keepAliveTimeout: 10_000,
-    })
+    this.dispatcher =
+      opts.dispatcher ??
+      new Agent({
+        connect: { timeout: Math.min(this.timeoutMs, 10_000) },
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+        keepAliveTimeout: 10_000,
+      })
   }
 
   /** The vector length; 0 until the first response (see `init()`). */
@@ -81,7 +88,7 @@ export class OpenAiEmbedder implements Embedder {
     const out: number[][] = []
     for (let i = 0; i < texts.length; i += this.batchSize) {
       const batch = texts.slice(i, i + this.batchSize).map((s) => (s === '' ? ' ' : s))
-      out.push(...await this.request(batch, signal))
+      out.push(...(await this.request(batch, signal)))
     }
     return out
   }
@@ -104,7 +111,10 @@ export class OpenAiEmbedder implements Embedder {
         const timeout = AbortSignal.timeout(this.timeoutMs)
         try {
           const res = await request(this.url, {
-            method: 'POST', dispatcher: this.dispatcher, headers, body: payload,
+            method: 'POST',
+            dispatcher: this.dispatcher,
+            headers,
+            body: payload,
             signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
           })
           return { statusCode: res.statusCode, headers: res.headers, text: await res.body.text() }
@@ -114,17 +124,25 @@ export class OpenAiEmbedder implements Embedder {
         }
       },
       failed: (err) => this.mapNetworkError(err),
-      refused: (res) => new BurrowError('PROVIDER_ERROR', `The embeddings endpoint answered HTTP ${res.statusCode}: ${describe(res.text)}`,
-        { provider: PROVIDER, status: res.statusCode }),
+      refused: (res) =>
+        new BurrowError('PROVIDER_ERROR', `The embeddings endpoint answered HTTP ${res.statusCode}: ${describe(res.text)}`, {
+          provider: PROVIDER,
+          status: res.statusCode,
+        }),
     })
     return this.parse(answer.text, input.length)
   }
 
   /** Checks an OpenAI embeddings response and returns its vectors in input order, normalised. */
   private parse(text: string, count: number): number[][] {
-    const bad = (why: string) => new BurrowError('PROVIDER_ERROR', `The embeddings endpoint sent a malformed response: ${why}.`, { provider: PROVIDER })
+    const bad = (why: string) =>
+      new BurrowError('PROVIDER_ERROR', `The embeddings endpoint sent a malformed response: ${why}.`, { provider: PROVIDER })
     let body: unknown
-    try { body = JSON.parse(text) } catch { throw bad('not JSON') }
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw bad('not JSON')
+    }
     const data = (body as { data?: unknown } | null)?.data
     if (!Array.isArray(data)) throw bad('no data array')
     if (data.length !== count) throw bad(`${data.length} embeddings for ${count} inputs`)
@@ -150,21 +168,34 @@ export class OpenAiEmbedder implements Embedder {
 
   private mapNetworkError(err: unknown): BurrowError {
     if (err instanceof BurrowError) return err
-    if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError ||
-        err instanceof undiciErrors.ConnectTimeoutError) return this.timedOut()
+    if (
+      err instanceof undiciErrors.HeadersTimeoutError ||
+      err instanceof undiciErrors.BodyTimeoutError ||
+      err instanceof undiciErrors.ConnectTimeoutError
+    )
+      return this.timedOut()
     const message = err instanceof Error ? err.message : String(err)
-    return new BurrowError('PROVIDER_ERROR', `The embeddings endpoint could not be reached: ${message}`, { provider: PROVIDER }, { cause: err })
+    return new BurrowError(
+      'PROVIDER_ERROR',
+      `The embeddings endpoint could not be reached: ${message}`,
+      { provider: PROVIDER },
+      { cause: err },
+    )
   }
 
   private timedOut(): BurrowError {
-    return new BurrowError('PROVIDER_TIMEOUT', `The embeddings endpoint did not answer within ${this.timeoutMs} ms.`, { provider: PROVIDER })
+    return new BurrowError('PROVIDER_TIMEOUT', `The embeddings endpoint did not answer within ${this.timeoutMs} ms.`, {
+      provider: PROVIDER,
+    })
   }
 }
 
 /** Where embeddings are POSTed, from a configured base URL (see `OpenAiEmbedderOptions.baseUrl`). */
 export function embeddingsUrl(baseUrl: string): string {
   let url: URL
-  try { url = new URL(baseUrl.trim()) } catch {
+  try {
+    url = new URL(baseUrl.trim())
+  } catch {
     throw new BurrowError('PROVIDER_NOT_CONFIGURED', `The embeddings URL is not a valid URL: '${baseUrl}'.`, { provider: PROVIDER })
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {

@@ -13,7 +13,10 @@
 
 /** One document's term frequencies. */
 export type TermCounts = Iterable<readonly [string, number]>
-export interface BlockDoc { label: number; tf: TermCounts }
+export interface BlockDoc {
+  label: number
+  tf: TermCounts
+}
 
 export function encodeBlock(first: number, docs: readonly BlockDoc[]): Buffer {
   const dict = new Map<string, number>()
@@ -23,7 +26,10 @@ export function encodeBlock(first: number, docs: readonly BlockDoc[]): Buffer {
     const pairs: number[] = []
     for (const [term, n] of d.tf) {
       let ix = dict.get(term)
-      if (ix === undefined) { ix = dict.size; dict.set(term, ix) }
+      if (ix === undefined) {
+        ix = dict.size
+        dict.set(term, ix)
+      }
       pairs.push(ix, n)
     }
     body.push(d.label - prev, pairs.length / 2, ...pairs)
@@ -40,7 +46,11 @@ export function encodeBlock(first: number, docs: readonly BlockDoc[]): Buffer {
  * Calls `visit` for each document of the block, in label order, with its terms. The array
  * passed is reused between calls: copy it to keep it.
  */
-export function decodeBlock(first: number, block: Uint8Array, visit: (label: number, tf: ReadonlyArray<readonly [string, number]>) => void): void {
+export function decodeBlock(
+  first: number,
+  block: Uint8Array,
+  visit: (label: number, tf: ReadonlyArray<readonly [string, number]>) => void,
+): void {
   const r = new Reader(block)
   const terms: string[] = new Array(r.varint())
   for (let i = 0; i < terms.length; i++) terms[i] = r.string()
@@ -65,7 +75,9 @@ export function decodeBlock(first: number, block: Uint8Array, visit: (label: num
 /** The block without the given labels' documents, or null when none is left. */
 export function withoutLabels(first: number, block: Uint8Array, drop: ReadonlySet<number>): Buffer | null {
   const kept: BlockDoc[] = []
-  decodeBlock(first, block, (label, tf) => { if (!drop.has(label)) kept.push({ label, tf: tf.map(([t, n]) => [t, n] as const) }) })
+  decodeBlock(first, block, (label, tf) => {
+    if (!drop.has(label)) kept.push({ label, tf: tf.map(([t, n]) => [t, n] as const) })
+  })
   return kept.length === 0 ? null : encodeBlock(first, kept)
 }
 
@@ -81,7 +93,10 @@ class Writer {
 
   varint(n: number): void {
     this.room(10)
-    while (n >= 0x80) { this.buf[this.at++] = (n & 0x7f) | 0x80; n = Math.floor(n / 128) }
+    while (n >= 0x80) {
+      this.buf[this.at++] = (n & 0x7f) | 0x80
+      n = Math.floor(n / 128)
+    }
     this.buf[this.at++] = n
   }
 

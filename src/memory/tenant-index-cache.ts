@@ -73,7 +73,12 @@ export class TenantIndexCache {
 
   private readonly saves: IndexSaves
 
-  constructor(readonly indexes: Map<string, TenantIndex>, private readonly db: MemoryDb, writes: WriteHealth, private readonly opts: TenantIndexCacheOptions) {
+  constructor(
+    readonly indexes: Map<string, TenantIndex>,
+    private readonly db: MemoryDb,
+    writes: WriteHealth,
+    private readonly opts: TenantIndexCacheOptions,
+  ) {
     this.saves = new IndexSaves(indexes, db, writes, opts)
   }
 
@@ -230,7 +235,12 @@ export class TenantIndexCache {
         const index = this.indexes.get(tenant)
         const next = this.next(tenant)
         if (this.closing || !index || index.covered >= next) break
-        const outcome = this.insertFromTail(tenant, index, next, performance.now() + (next - index.covered > BIG_BACKLOG ? BIG_SLICE_MS : SLICE_MS))
+        const outcome = this.insertFromTail(
+          tenant,
+          index,
+          next,
+          performance.now() + (next - index.covered > BIG_BACKLOG ? BIG_SLICE_MS : SLICE_MS),
+        )
         if (outcome === 'stop') break
         if (outcome === 'embed') await this.embedMissing(tenant, index.covered, next)
         else await new Promise<void>((r) => setImmediate(r))
@@ -239,7 +249,10 @@ export class TenantIndexCache {
       this.caughtUp(tenant)
     } catch (err) {
       this.retryAt.set(tenant, Date.now() + RETRY_MS)
-      this.opts.logger.error({ err, tenant_key: tenantKey(tenant) }, 'indexing memory entries failed; searches scan what the index lacks, and it is tried again')
+      this.opts.logger.error(
+        { err, tenant_key: tenantKey(tenant) },
+        'indexing memory entries failed; searches scan what the index lacks, and it is tried again',
+      )
     } finally {
       this.draining.delete(tenant)
     }
@@ -263,7 +276,10 @@ export class TenantIndexCache {
         continue
       }
       if (vector === null) {
-        this.opts.logger.warn({ tenant_key: tenantKey(tenant), label }, 'the embedder gave a memory entry a vector of the wrong length: the entry is found by keywords only')
+        this.opts.logger.warn(
+          { tenant_key: tenantKey(tenant), label },
+          'the embedder gave a memory entry a vector of the wrong length: the entry is found by keywords only',
+        )
         tail.delete(label)
         index.covered = label + 1
         continue
@@ -274,7 +290,10 @@ export class TenantIndexCache {
       } catch (err) {
         if (this.rebuilding.has(tenant)) {
           // A fresh index fails too: stop here; the next add resumes, searches scan the rest.
-          this.opts.logger.error({ err, tenant_key: tenantKey(tenant), label }, 'rebuilding a memory index failed; searches scan what it lacks')
+          this.opts.logger.error(
+            { err, tenant_key: tenantKey(tenant), label },
+            'rebuilding a memory index failed; searches scan what it lacks',
+          )
           return 'stop'
         }
         this.replace(tenant, err, 'inserting into a memory index failed: rebuilding it from LMDB', label)
@@ -296,7 +315,9 @@ export class TenantIndexCache {
     const vectors = await this.opts.embedder.embed(batch.map((b) => b.content))
     // After the await: only entries still there, and not inserted meanwhile by another index.
     const covered = this.indexes.get(tenant)?.covered ?? 0
-    batch.forEach((b, i) => { if (b.label >= covered && this.db.entries.doesExist([tenant, b.label])) tail.set(b.label, this.checked(vectors[i]!)) })
+    batch.forEach((b, i) => {
+      if (b.label >= covered && this.db.entries.doesExist([tenant, b.label])) tail.set(b.label, this.checked(vectors[i]!))
+    })
   }
 
   private checked(vector: readonly number[]): Float32Array | null {
@@ -305,7 +326,10 @@ export class TenantIndexCache {
 
   private tail(tenant: string): Map<number, Float32Array | null> {
     let tail = this.tails.get(tenant)
-    if (!tail) { tail = new Map(); this.tails.set(tenant, tail) }
+    if (!tail) {
+      tail = new Map()
+      this.tails.set(tenant, tail)
+    }
     return tail
   }
 

@@ -106,34 +106,40 @@ function stripSuffixes(word: string): string {
 }
 
 /** Common English function words, dropped from indexing (negations kept: they change meaning). */
-export const STOPWORDS: ReadonlySet<string> = new Set((
-  'a about above after again against all am an and any are as at be because been before being below between ' +
-  'both but by can could did do does doing down during each few for from further had has have having he her ' +
-  'here hers herself him himself his how i if in into is it its itself just me more most my myself now of off ' +
-  'on once only or other our ours ourselves out over own same she should so some such than that the their ' +
-  'theirs them themselves then there these they this those through to too under until up very was we were ' +
-  'what when where which while who whom why will with would you your yours yourself yourselves ' +
-  'im ive youre youve youll youd hes shes its were weve well theyre theyve thats whats lets also might must ' +
-  'shall us via per yet ever every much many'
-).split(' '))
+export const STOPWORDS: ReadonlySet<string> = new Set(
+  (
+    'a about above after again against all am an and any are as at be because been before being below between ' +
+    'both but by can could did do does doing down during each few for from further had has have having he her ' +
+    'here hers herself him himself his how i if in into is it its itself just me more most my myself now of off ' +
+    'on once only or other our ours ourselves out over own same she should so some such than that the their ' +
+    'theirs them themselves then there these they this those through to too under until up very was we were ' +
+    'what when where which while who whom why will with would you your yours yourself yourselves ' +
+    'im ive youre youve youll youd hes shes its were weve well theyre theyve thats whats lets also might must ' +
+    'shall us via per yet ever every much many'
+  ).split(' '),
+)
 
 /** Irregular verb and plural forms (unambiguous ones only: not `left`, `found`, `saw`...). */
-const IRREGULAR: ReadonlyMap<string, string> = new Map((
-  'paid:pay bought:buy sent:send spent:spend built:build sold:sell told:tell said:say thought:think ' +
-  'brought:bring caught:catch taught:teach sought:seek went:go gone:go ran:run began:begin begun:begin ' +
-  'broke:break broken:break chose:choose chosen:choose wrote:write written:write drove:drive driven:drive ' +
-  'ate:eat eaten:eat gave:give given:give took:take taken:take knew:know known:know grew:grow grown:grow ' +
-  'threw:throw thrown:throw flew:fly flown:fly forgot:forget forgotten:forget got:get gotten:get held:hold ' +
-  'kept:keep slept:sleep lost:lose met:meet made:make understood:understand stood:stand spoke:speak ' +
-  'spoken:speak stole:steal stolen:steal woke:wake woken:wake wore:wear worn:wear won:win hid:hide hidden:hide ' +
-  'rode:ride ridden:ride sang:sing sung:sing swam:swim fell:fall fallen:fall felt:feel sat:sit led:lead ' +
-  'shot:shoot hung:hang dug:dig struck:strike lent:lend meant:mean dealt:deal heard:hear bent:bend ' +
-  'shook:shake shaken:shake drew:draw drawn:draw froze:freeze frozen:freeze children:child men:man ' +
-  'women:woman mice:mouse feet:foot teeth:tooth people:person'
-).split(' ').map((pair) => {
-  const [form, base] = pair.split(':') as [string, string]
-  return [form, stripSuffixes(base)]
-}))
+const IRREGULAR: ReadonlyMap<string, string> = new Map(
+  (
+    'paid:pay bought:buy sent:send spent:spend built:build sold:sell told:tell said:say thought:think ' +
+    'brought:bring caught:catch taught:teach sought:seek went:go gone:go ran:run began:begin begun:begin ' +
+    'broke:break broken:break chose:choose chosen:choose wrote:write written:write drove:drive driven:drive ' +
+    'ate:eat eaten:eat gave:give given:give took:take taken:take knew:know known:know grew:grow grown:grow ' +
+    'threw:throw thrown:throw flew:fly flown:fly forgot:forget forgotten:forget got:get gotten:get held:hold ' +
+    'kept:keep slept:sleep lost:lose met:meet made:make understood:understand stood:stand spoke:speak ' +
+    'spoken:speak stole:steal stolen:steal woke:wake woken:wake wore:wear worn:wear won:win hid:hide hidden:hide ' +
+    'rode:ride ridden:ride sang:sing sung:sing swam:swim fell:fall fallen:fall felt:feel sat:sit led:lead ' +
+    'shot:shoot hung:hang dug:dig struck:strike lent:lend meant:mean dealt:deal heard:hear bent:bend ' +
+    'shook:shake shaken:shake drew:draw drawn:draw froze:freeze frozen:freeze children:child men:man ' +
+    'women:woman mice:mouse feet:foot teeth:tooth people:person'
+  )
+    .split(' ')
+    .map((pair) => {
+      const [form, base] = pair.split(':') as [string, string]
+      return [form, stripSuffixes(base)]
+    }),
+)
 
 /**
  * The terms a query means literally: identifier-like tokens — a ticket id, version, host,

@@ -9,7 +9,10 @@ const DIMENSIONS = 512
 
 /** The optional packages are not installed (or cannot be resolved from here). */
 export class UseLiteMissingError extends Error {
-  constructor(readonly missing: string, cause: unknown) {
+  constructor(
+    readonly missing: string,
+    cause: unknown,
+  ) {
     super(`${missing} is not installed`, { cause })
     this.name = 'UseLiteMissingError'
   }
@@ -58,7 +61,10 @@ parentPort.on('message', (m) => {
 load().catch((err) => parentPort.postMessage({ type: 'failed', message: String(err && err.message || err) }))
 `
 
-interface Pending { resolve: (v: number[][]) => void; reject: (e: Error) => void }
+interface Pending {
+  resolve: (v: number[][]) => void
+  reject: (e: Error) => void
+}
 
 /**
  * Universal Sentence Encoder lite (Google; Apache-2.0) through EnergeticAI's WebAssembly build
@@ -78,7 +84,11 @@ export class UseLiteEmbedder implements Embedder {
   /** Network accesses the worker refused (always 0: a load that tried fails). */
   networkAttempts = 0
 
-  private constructor(private readonly worker: Worker, readonly loadMs: number, readonly backend: string) {
+  private constructor(
+    private readonly worker: Worker,
+    readonly loadMs: number,
+    readonly backend: string,
+  ) {
     worker.on('message', (m: { type: string; id: number; vectors?: number[][]; message?: string; attempts?: number }) => {
       const p = this.pending.get(m.id)
       if (!p) return
@@ -104,7 +114,11 @@ export class UseLiteEmbedder implements Embedder {
   static async open(opts: { batchSize?: number } = {}): Promise<UseLiteEmbedder> {
     const require = createRequire(import.meta.url)
     const paths: Record<string, string> = {}
-    for (const [key, pkg] of [['core', USE_LITE_PACKAGES[0]], ['embeddings', USE_LITE_PACKAGES[1]], ['weights', USE_LITE_PACKAGES[2]]] as const) {
+    for (const [key, pkg] of [
+      ['core', USE_LITE_PACKAGES[0]],
+      ['embeddings', USE_LITE_PACKAGES[1]],
+      ['weights', USE_LITE_PACKAGES[2]],
+    ] as const) {
       try {
         paths[key] = require.resolve(pkg)
       } catch (err) {
@@ -114,7 +128,9 @@ export class UseLiteEmbedder implements Embedder {
     const worker = new Worker(WORKER, { eval: true, workerData: { ...paths, batch: opts.batchSize ?? 32 } })
     try {
       const ready = await new Promise<{ ms: number; backend: string }>((resolve, reject) => {
-        worker.once('message', (m: { type: string; ms: number; backend: string; message?: string }) => (m.type === 'ready' ? resolve(m) : reject(new Error(m.message))))
+        worker.once('message', (m: { type: string; ms: number; backend: string; message?: string }) =>
+          m.type === 'ready' ? resolve(m) : reject(new Error(m.message)),
+        )
         worker.once('error', reject)
         worker.once('exit', (code) => reject(new Error(`the use-lite worker exited (${code}) while loading`)))
       })

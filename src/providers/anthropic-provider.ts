@@ -5,7 +5,12 @@ import { mapStreamError, type ProviderHttp } from './provider-http.js'
 import { readSse } from './sse-reader.js'
 import { malformed, normaliseHistory, parseJson, parseToolInput } from './wire-helpers.js'
 
-export interface AnthropicOptions { baseUrl: string; apiKey: string; defaultModel: string; version?: string }
+export interface AnthropicOptions {
+  baseUrl: string
+  apiKey: string
+  defaultModel: string
+  version?: string
+}
 
 type Block = { kind: 'text'; text: string } | { kind: 'tool_use'; id: string; name: string; json: string } | { kind: 'other' }
 
@@ -15,13 +20,22 @@ export class AnthropicProvider implements LlmClient {
   readonly offline = false
   readonly defaultModel: string
 
-  constructor(private readonly http: ProviderHttp, private readonly opts: AnthropicOptions) {
+  constructor(
+    private readonly http: ProviderHttp,
+    private readonly opts: AnthropicOptions,
+  ) {
     this.defaultModel = opts.defaultModel
   }
 
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
     const headers = { 'x-api-key': this.opts.apiKey, 'anthropic-version': this.opts.version ?? '2023-06-01' }
-    const res = await this.http.postJson('anthropic', `${this.opts.baseUrl.replace(/\/+$/, '')}/v1/messages`, headers, this.body(req), req.signal)
+    const res = await this.http.postJson(
+      'anthropic',
+      `${this.opts.baseUrl.replace(/\/+$/, '')}/v1/messages`,
+      headers,
+      this.body(req),
+      req.signal,
+    )
     try {
       return await this.readStream(res.body, onDelta)
     } catch (err) {
@@ -32,12 +46,18 @@ export class AnthropicProvider implements LlmClient {
 
   body(req: LlmRequest): Record<string, unknown> {
     const body: Record<string, unknown> = {
-      model: req.model, max_tokens: req.maxTokens, stream: true,
+      model: req.model,
+      max_tokens: req.maxTokens,
+      stream: true,
       messages: normaliseHistory(req.messages).map((m) => ({ role: m.role, content: m.content })),
     }
     if (req.system) body.system = req.system
     if (req.tools && req.tools.length > 0) {
-      body.tools = req.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.input_schema }))
+      body.tools = req.tools.map((t) => ({
+        name: t.name,
+        ...(t.description ? { description: t.description } : {}),
+        input_schema: t.input_schema,
+      }))
     }
     return body
   }
@@ -62,9 +82,12 @@ export class AnthropicProvider implements LlmClient {
         }
         case 'content_block_start': {
           const cb = d.content_block ?? {}
-          blocks[d.index] = cb.type === 'text' ? { kind: 'text', text: cb.text ?? '' }
-            : cb.type === 'tool_use' ? { kind: 'tool_use', id: cb.id, name: cb.name, json: '' }
-            : { kind: 'other' }
+          blocks[d.index] =
+            cb.type === 'text'
+              ? { kind: 'text', text: cb.text ?? '' }
+              : cb.type === 'tool_use'
+                ? { kind: 'tool_use', id: cb.id, name: cb.name, json: '' }
+                : { kind: 'other' }
           break
         }
         case 'content_block_delta': {
@@ -83,10 +106,17 @@ export class AnthropicProvider implements LlmClient {
           if (typeof d.usage?.output_tokens === 'number') outputTokens = d.usage.output_tokens
           if (typeof d.usage?.input_tokens === 'number') inputTokens = Math.max(inputTokens, d.usage.input_tokens)
           break
-        case 'message_stop': stopped = true; break
+        case 'message_stop':
+          stopped = true
+          break
         case 'error':
-          throw new BurrowError('PROVIDER_ERROR', `anthropic stream error: ${d.error?.message ?? 'unknown'} (${d.error?.type ?? 'error'})`, { provider: 'anthropic' })
-        default: break // ping, content_block_stop, and types added later
+          throw new BurrowError(
+            'PROVIDER_ERROR',
+            `anthropic stream error: ${d.error?.message ?? 'unknown'} (${d.error?.type ?? 'error'})`,
+            { provider: 'anthropic' },
+          )
+        default:
+          break // ping, content_block_stop, and types added later
       }
       if (stopped) break
     }
@@ -96,7 +126,10 @@ export class AnthropicProvider implements LlmClient {
     const content: ContentBlock[] = []
     for (const b of blocks) {
       if (!b || b.kind === 'other') continue
-      if (b.kind === 'text') { if (b.text) content.push({ type: 'text', text: b.text }); continue }
+      if (b.kind === 'text') {
+        if (b.text) content.push({ type: 'text', text: b.text })
+        continue
+      }
       const parsed = parseToolInput(b.json)
       if (!parsed.ok) {
         if (reason === 'max_tokens') continue
@@ -105,6 +138,10 @@ export class AnthropicProvider implements LlmClient {
       content.push({ type: 'tool_use', id: b.id, name: b.name, input: parsed.value })
     }
     const hasTools = content.some((b) => b.type === 'tool_use')
-    return { content, usage: { input_tokens: inputTokens, output_tokens: outputTokens }, stopReason: hasTools ? 'tool_use' : reason === 'tool_use' ? 'end_turn' : reason }
+    return {
+      content,
+      usage: { input_tokens: inputTokens, output_tokens: outputTokens },
+      stopReason: hasTools ? 'tool_use' : reason === 'tool_use' ? 'end_turn' : reason,
+    }
   }
 }

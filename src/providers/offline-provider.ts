@@ -23,7 +23,10 @@ export class OfflineProvider implements LlmClient {
     for (let i = 0; i < pieces.length; i++) {
       checkAborted(req)
       onDelta?.({ type: 'text', text: pieces[i]! })
-      if (i % 8 === 7) { await yieldToLoop(); checkAborted(req) }
+      if (i % 8 === 7) {
+        await yieldToLoop()
+        checkAborted(req)
+      }
     }
     await yieldToLoop()
     checkAborted(req)
@@ -42,13 +45,21 @@ export class OfflineProvider implements LlmClient {
       return [{ type: 'text', text: extractiveSummary(req.messages.slice(0, -1), req.maxTokens) }]
     }
     if (last.content.some((b) => b.type === 'tool_result')) {
-      const results = last.content.flatMap((b) => (b.type === 'tool_result' ? [`${b.is_error ? 'error' : 'result'}: ${typeof b.content === 'string' ? b.content : textOf(b.content)}`] : []))
+      const results = last.content.flatMap((b) =>
+        b.type === 'tool_result'
+          ? [`${b.is_error ? 'error' : 'result'}: ${typeof b.content === 'string' ? b.content : textOf(b.content)}`]
+          : [],
+      )
       return [{ type: 'text', text: `tool ${results.join('; ')}` }]
     }
     const m = TOOL_DIRECTIVE.exec(lastText.trim())
     if (m && req.tools?.some((t) => t.name === m[1])) {
       let input: unknown = {}
-      try { input = m[2] ? JSON.parse(m[2]) : {} } catch { input = { text: m[2] } }
+      try {
+        input = m[2] ? JSON.parse(m[2]) : {}
+      } catch {
+        input = { text: m[2] }
+      }
       const n = req.messages.length
       return [{ type: 'tool_use', id: `offline_${n}_${m[1]}`, name: m[1]!, input }]
     }
@@ -88,7 +99,8 @@ function messageChars(m: Message): number {
   for (const b of m.content) {
     if (b.type === 'text') n += b.text.length + 25
     else if (b.type === 'tool_use') n += b.name.length + b.id.length + JSON.stringify(b.input ?? {}).length + 50
-    else if (b.type === 'tool_result') n += b.tool_use_id.length + (typeof b.content === 'string' ? b.content.length : JSON.stringify(b.content).length) + 50
+    else if (b.type === 'tool_result')
+      n += b.tool_use_id.length + (typeof b.content === 'string' ? b.content.length : JSON.stringify(b.content).length) + 50
     else n += JSON.stringify(b).length
   }
   return n

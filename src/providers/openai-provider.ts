@@ -5,7 +5,11 @@ import { mapStreamError, type ProviderHttp } from './provider-http.js'
 import { readSse } from './sse-reader.js'
 import { estimateTokens, imageUrl, malformed, normaliseHistory, parseJson, parseToolInput, textOrPlaceholders } from './wire-helpers.js'
 
-export interface OpenAiOptions { baseUrl: string; apiKey?: string | undefined; defaultModel: string }
+export interface OpenAiOptions {
+  baseUrl: string
+  apiKey?: string | undefined
+  defaultModel: string
+}
 
 const FINISH: Record<string, string> = { stop: 'end_turn', tool_calls: 'tool_use', function_call: 'tool_use', length: 'max_tokens' }
 
@@ -15,7 +19,10 @@ export class OpenAiProvider implements LlmClient {
   readonly offline = false
   readonly defaultModel: string
 
-  constructor(private readonly http: ProviderHttp, private readonly opts: OpenAiOptions) {
+  constructor(
+    private readonly http: ProviderHttp,
+    private readonly opts: OpenAiOptions,
+  ) {
     this.defaultModel = opts.defaultModel
   }
 
@@ -39,30 +46,49 @@ export class OpenAiProvider implements LlmClient {
     for (const m of normaliseHistory(req.messages)) messages.push(...toOpenAi(m))
     const limitKey = /^(o\d|gpt-5)/.test(req.model) ? 'max_completion_tokens' : 'max_tokens'
     const body: Record<string, unknown> = {
-      model: req.model, messages, [limitKey]: req.maxTokens, stream: true, stream_options: { include_usage: true },
+      model: req.model,
+      messages,
+      [limitKey]: req.maxTokens,
+      stream: true,
+      stream_options: { include_usage: true },
     }
     if (req.tools && req.tools.length > 0) {
       body.tools = req.tools.map((t) => ({
-        type: 'function', function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema },
+        type: 'function',
+        function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema },
       }))
     }
     return body
   }
 
-  private async readStream(stream: AsyncIterable<Uint8Array> & NodeJS.ReadableStream, body: unknown, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
+  private async readStream(
+    stream: AsyncIterable<Uint8Array> & NodeJS.ReadableStream,
+    body: unknown,
+    onDelta?: (d: LlmDelta) => void,
+  ): Promise<LlmResponse> {
     let text = ''
     const calls: Array<{ id: string; name: string; args: string }> = []
     let finish: string | null = null
     let usage: { prompt_tokens?: number; completion_tokens?: number } | null = null
     let done = false
     for await (const ev of readSse(stream)) {
-      if (ev.data === '[DONE]') { done = true; break }
+      if (ev.data === '[DONE]') {
+        done = true
+        break
+      }
       const chunk = parseJson('openai', ev.data) as {
         error?: { message?: string }
-        choices?: Array<{ delta?: { content?: string | null; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> }; finish_reason?: string | null }>
+        choices?: Array<{
+          delta?: {
+            content?: string | null
+            tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>
+          }
+          finish_reason?: string | null
+        }>
         usage?: { prompt_tokens?: number; completion_tokens?: number } | null
       }
-      if (chunk.error) throw new BurrowError('PROVIDER_ERROR', `openai stream error: ${chunk.error.message ?? 'unknown'}`, { provider: 'openai' })
+      if (chunk.error)
+        throw new BurrowError('PROVIDER_ERROR', `openai stream error: ${chunk.error.message ?? 'unknown'}`, { provider: 'openai' })
       if (chunk.usage) usage = chunk.usage
       const choice = chunk.choices?.[0]
       if (!choice) continue
@@ -108,17 +134,23 @@ export class OpenAiProvider implements LlmClient {
 
 function toOpenAi(m: Message): unknown[] {
   if (m.role === 'assistant') {
-    const text = m.content.filter((b) => b.type === 'text').map((b) => (b as { text: string }).text).join('')
-    const calls = m.content.filter((b) => b.type === 'tool_use').map((b) => {
-      const u = b as { id: string; name: string; input: unknown }
-      return { id: u.id, type: 'function', function: { name: u.name, arguments: JSON.stringify(u.input ?? {}) } }
-    })
+    const text = m.content
+      .filter((b) => b.type === 'text')
+      .map((b) => (b as { text: string }).text)
+      .join('')
+    const calls = m.content
+      .filter((b) => b.type === 'tool_use')
+      .map((b) => {
+        const u = b as { id: string; name: string; input: unknown }
+        return { id: u.id, type: 'function', function: { name: u.name, arguments: JSON.stringify(u.input ?? {}) } }
+      })
     return [{ role: 'assistant', content: text || null, ...(calls.length > 0 ? { tool_calls: calls } : {}) }]
   }
   const out: unknown[] = []
   const rest: unknown[] = []
   for (const b of m.content) {
-    if (b.type === 'tool_result') out.push({ role: 'tool', tool_call_id: b.tool_use_id, content: (b.is_error ? '[error] ' : '') + textOrPlaceholders(b.content) })
+    if (b.type === 'tool_result')
+      out.push({ role: 'tool', tool_call_id: b.tool_use_id, content: (b.is_error ? '[error] ' : '') + textOrPlaceholders(b.content) })
     else if (b.type === 'text') rest.push({ type: 'text', text: b.text })
     else if (b.type === 'image') rest.push({ type: 'image_url', image_url: { url: imageUrl(b) } })
   }

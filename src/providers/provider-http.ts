@@ -44,24 +44,40 @@ export class ProviderHttp {
   }
 
   /** POSTs JSON and returns a 2xx response whose body is still unread. */
-  async postJson(provider: string, url: string, headers: Record<string, string>, body: unknown, signal?: AbortSignal,
-    describeError: (status: number, text: string) => string = defaultDescribe): Promise<ProviderResponse> {
+  async postJson(
+    provider: string,
+    url: string,
+    headers: Record<string, string>,
+    body: unknown,
+    signal?: AbortSignal,
+    describeError: (status: number, text: string) => string = defaultDescribe,
+  ): Promise<ProviderResponse> {
     const payload = JSON.stringify(body)
     return httpRetry<ProviderResponse>({
       policy: this.policy,
       signal,
-      send: () => request(url, {
-        method: 'POST', dispatcher: this.dispatcher, signal,
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-        body: payload,
-      }),
+      send: () =>
+        request(url, {
+          method: 'POST',
+          dispatcher: this.dispatcher,
+          signal,
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+          body: payload,
+        }),
       failed: (err) => mapNetworkError(provider, err),
       refused: async (res) => {
         const text = await res.body.text().catch(() => '')
-        return new BurrowError('PROVIDER_ERROR', `${provider} answered HTTP ${res.statusCode}: ${describeError(res.statusCode, text)}`,
-          { provider, status: res.statusCode, ...(REJECTED_STATUS.has(res.statusCode) ? { rejected: true } : {}) })
+        return new BurrowError('PROVIDER_ERROR', `${provider} answered HTTP ${res.statusCode}: ${describeError(res.statusCode, text)}`, {
+          provider,
+          status: res.statusCode,
+          ...(REJECTED_STATUS.has(res.statusCode) ? { rejected: true } : {}),
+        })
       },
-      discard: (res) => res.body.text().then(() => undefined, () => undefined),
+      discard: (res) =>
+        res.body.text().then(
+          () => undefined,
+          () => undefined,
+        ),
     })
   }
 
@@ -78,8 +94,11 @@ export function mapStreamError(provider: string, err: unknown, signal?: AbortSig
 }
 
 function mapNetworkError(provider: string, err: unknown): BurrowError {
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError ||
-      err instanceof undiciErrors.ConnectTimeoutError) {
+  if (
+    err instanceof undiciErrors.HeadersTimeoutError ||
+    err instanceof undiciErrors.BodyTimeoutError ||
+    err instanceof undiciErrors.ConnectTimeoutError
+  ) {
     return new BurrowError('PROVIDER_TIMEOUT', `${provider} did not answer in time (${(err as Error).message}).`, { provider })
   }
   const message = err instanceof Error ? err.message : String(err)

@@ -14,7 +14,10 @@ export interface ProviderSlot {
 export class StaticProviderRegistry implements ProviderRegistry {
   private readonly slots: Map<string, ProviderSlot>
 
-  constructor(slots: ProviderSlot[], private readonly fallbackModel: string) {
+  constructor(
+    slots: ProviderSlot[],
+    private readonly fallbackModel: string,
+  ) {
     this.slots = new Map(slots.map((s) => [s.name, s]))
   }
 
@@ -23,13 +26,23 @@ export class StaticProviderRegistry implements ProviderRegistry {
     if (!ref) throw invalidRequest('body/model', `must look like 'provider:model' (got '${model}')`)
     const slot = this.slots.get(ref.provider)
     if (!slot) throw invalidRequest('body/model', `names unknown provider '${ref.provider}' (known: ${[...this.slots.keys()].join(', ')})`)
-    if (!slot.client) throw new BurrowError('PROVIDER_NOT_CONFIGURED', `Provider '${ref.provider}' is not configured: ${slot.hint}.`, { provider: ref.provider })
+    if (!slot.client)
+      throw new BurrowError('PROVIDER_NOT_CONFIGURED', `Provider '${ref.provider}' is not configured: ${slot.hint}.`, {
+        provider: ref.provider,
+      })
     return { client: slot.client, model: ref.model }
   }
 
   status(): ProviderStatus[] {
-    return [...this.slots.values()].map((s) => ({ name: s.name, configured: s.client !== null, offline: s.client?.offline ?? false, default_model: s.defaultModel }))
+    return [...this.slots.values()].map((s) => ({
+      name: s.name,
+      configured: s.client !== null,
+      offline: s.client?.offline ?? false,
+      default_model: s.defaultModel,
+    }))
   }
 
-  defaultModel(): string { return this.fallbackModel }
+  defaultModel(): string {
+    return this.fallbackModel
+  }
 }

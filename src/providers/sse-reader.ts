@@ -11,7 +11,11 @@ import type { Readable } from 'node:stream'
  */
 export async function* readSse(body: Readable | AsyncIterable<Uint8Array>): AsyncGenerator<EventSourceMessage> {
   const pending: EventSourceMessage[] = []
-  const parser = createParser({ onEvent: (e) => { pending.push(e) } })
+  const parser = createParser({
+    onEvent: (e) => {
+      pending.push(e)
+    },
+  })
   const decoder = new TextDecoder()
   let last = ''
   for await (const chunk of body as AsyncIterable<Uint8Array>) {

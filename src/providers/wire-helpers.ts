@@ -41,9 +41,8 @@ export function normaliseHistory(messages: readonly Message[]): Message[] {
     const last = out[out.length - 1]
     if (last && last.role === m.role) {
       const merged = [...last.content, ...content]
-      last.content = m.role === 'user'
-        ? [...merged.filter((b) => b.type === 'tool_result'), ...merged.filter((b) => b.type !== 'tool_result')]
-        : merged
+      last.content =
+        m.role === 'user' ? [...merged.filter((b) => b.type === 'tool_result'), ...merged.filter((b) => b.type !== 'tool_result')] : merged
     } else {
       out.push({ role: m.role, content: [...content] })
     }

@@ -13,7 +13,9 @@ export class Authenticator {
     this.keys = [...keys].map(([k, tenant]) => ({ digest: digest(k), tenant }))
   }
 
-  get enabled(): boolean { return this.keys.length > 0 }
+  get enabled(): boolean {
+    return this.keys.length > 0
+  }
 
   /** Throws `UNAUTHORIZED` for a missing or unknown key when auth is on. */
   tenantFor(apiKey: string | undefined): TenantId {

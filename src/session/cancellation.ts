@@ -8,7 +8,9 @@ export class Cancellation {
   private why: unknown = undefined
   aborted = false
 
-  get reason(): unknown { return this.why }
+  get reason(): unknown {
+    return this.why
+  }
 
   get signal(): AbortSignal {
     if (!this.controller) {

@@ -8,19 +8,43 @@ import { turnUsage } from './turn-output.js'
  * Ends a session's open turn with `turn_failed`: every tool call still without a
  * result gets a synthetic error result first, so no tool call is left dangling.
  */
-export async function closeOpenTurn(session: LiveSession, code: ErrorCode | string, message: string, reason?: string): Promise<EventEnvelope[]> {
+export async function closeOpenTurn(
+  session: LiveSession,
+  code: ErrorCode | string,
+  message: string,
+  reason?: string,
+): Promise<EventEnvelope[]> {
   const open = session.record.open_turn
   if (!open) return []
   const answered = new Set(open.results.map((r) => r.tool_use_id))
   const events: PendingEvent[] = []
   for (const c of open.pending_tool_calls) {
     if (answered.has(c.id)) continue
-    events.push({ type: 'tool_result', data: { tool_call_id: c.id, name: c.name, content: `Tool call not completed: the turn ended (${code}).`, is_error: true, synthetic: true } })
+    events.push({
+      type: 'tool_result',
+      data: {
+        tool_call_id: c.id,
+        name: c.name,
+        content: `Tool call not completed: the turn ended (${code}).`,
+        is_error: true,
+        synthetic: true,
+      },
+    })
   }
   const u = turnUsage(session.record, open.turn)
   // A rejected turn names the events it takes out of the history: they stay in the log, visible.
-  const rejected = reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, session.record.last_seq + events.length] as [number, number] } : {}
-  events.push({ type: 'turn_failed', data: { code, message, ...(reason ? { reason } : {}), ...rejected, usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens } } })
+  const rejected =
+    reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, session.record.last_seq + events.length] as [number, number] } : {}
+  events.push({
+    type: 'turn_failed',
+    data: {
+      code,
+      message,
+      ...(reason ? { reason } : {}),
+      ...rejected,
+      usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens },
+    },
+  })
   return session.emit(open.turn, events)
 }
 

@@ -27,10 +27,16 @@ export class CompactionController {
 
   shouldCompact(r: SessionRecord, cfg: EffectiveCompaction): boolean {
     if (r.session_boundary_index === 0) return false // never at a session's first boundary
-    if (r.last_compaction_boundary_index !== null && r.session_boundary_index - r.last_compaction_boundary_index < cfg.min_turns_between_compactions) return false
-    return r.last_input_tokens >= cfg.auto_compact_threshold
-      || estimatedHistoryTokens(r) >= cfg.auto_compact_threshold
-      || (cfg.max_history_messages !== null && r.messages.length > cfg.max_history_messages)
+    if (
+      r.last_compaction_boundary_index !== null &&
+      r.session_boundary_index - r.last_compaction_boundary_index < cfg.min_turns_between_compactions
+    )
+      return false
+    return (
+      r.last_input_tokens >= cfg.auto_compact_threshold ||
+      estimatedHistoryTokens(r) >= cfg.auto_compact_threshold ||
+      (cfg.max_history_messages !== null && r.messages.length > cfg.max_history_messages)
+    )
   }
 
   /** The agent loop's pre-LLM-call hook. Throws only when the turn is interrupted. */
@@ -49,26 +55,46 @@ export class CompactionController {
     const { session, signal: cancel } = turn
     const r = session.record
     const before = r.messages.length
-    const outcome = (compacted: boolean, after: number, summaryTokens: number, reason?: string): CompactionOutcome =>
-      ({ session_id: session.id, compacted, messages_before: before, messages_after: after, summary_tokens: summaryTokens, ...(reason ? { reason } : {}) })
-    turn.emit([{ type: 'compaction_started', data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before } }])
+    const outcome = (compacted: boolean, after: number, summaryTokens: number, reason?: string): CompactionOutcome => ({
+      session_id: session.id,
+      compacted,
+      messages_before: before,
+      messages_after: after,
+      summary_tokens: summaryTokens,
+      ...(reason ? { reason } : {}),
+    })
+    turn.emit([
+      {
+        type: 'compaction_started',
+        data: { input_tokens: r.last_input_tokens, estimated_history_tokens: estimatedHistoryTokens(r), message_count: before },
+      },
+    ])
     const original = r.messages
     const originalSeqs = r.message_seqs
     try {
       const result = await this.compactor.compact({
-        model: r.config.model, systemPrompt: r.config.system_prompt, messages: original, config: cfg,
+        model: r.config.model,
+        systemPrompt: r.config.system_prompt,
+        messages: original,
+        config: cfg,
         ...(cancel.aborted ? {} : { signal: cancel.signal }),
       })
       if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
       const seqs = originalSeqs.slice(0, result.keepFrom)
       const range: [number, number] | null = seqs.length > 0 ? [Math.min(...seqs), Math.max(...seqs)] : null
-      turn.emit([{
-        type: 'compaction_completed',
-        data: {
-          summary_tokens: result.summaryTokens, messages_before: before, messages_after: result.messages.length,
-          summary: result.summary, discarded_seq_range: range, usage: result.usage,
+      turn.emit([
+        {
+          type: 'compaction_completed',
+          data: {
+            summary_tokens: result.summaryTokens,
+            messages_before: before,
+            messages_after: result.messages.length,
+            summary: result.summary,
+            discarded_seq_range: range,
+            usage: result.usage,
+          },
         },
-      }])
+      ])
       return outcome(true, result.messages.length, result.summaryTokens)
     } catch (err) {
       if (cancel.aborted) {

@@ -31,9 +31,17 @@ export class DefaultCompactor implements Compactor {
     const usage = { input_tokens: 0, output_tokens: 0 }
     try {
       for (const chunk of chunks) {
-        const messages: Message[] = [...(summary ? [summaryMessage(summary)] : []), ...chunk, { role: 'user', content: [{ type: 'text', text: COMPACTION_PROMPT }] }]
+        const messages: Message[] = [
+          ...(summary ? [summaryMessage(summary)] : []),
+          ...chunk,
+          { role: 'user', content: [{ type: 'text', text: COMPACTION_PROMPT }] },
+        ]
         const resp = await client.complete({
-          model, system: ctx.systemPrompt, messages, tools: [], maxTokens: ctx.config.max_summary_tokens,
+          model,
+          system: ctx.systemPrompt,
+          messages,
+          tools: [],
+          maxTokens: ctx.config.max_summary_tokens,
           ...(ctx.signal ? { signal: ctx.signal } : {}),
         })
         usage.input_tokens += resp.usage.input_tokens
@@ -45,7 +53,8 @@ export class DefaultCompactor implements Compactor {
       }
     } catch (err) {
       // Tokens already spent on earlier chunks still count against the session.
-      if (err instanceof BurrowError && usage.input_tokens + usage.output_tokens > 0) throw new BurrowError(err.code, err.message, { ...err.data, usage })
+      if (err instanceof BurrowError && usage.input_tokens + usage.output_tokens > 0)
+        throw new BurrowError(err.code, err.message, { ...err.data, usage })
       throw err
     }
     const kept = ctx.messages.slice(plan.keepFrom)

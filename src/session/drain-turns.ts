@@ -9,7 +9,9 @@ import type { RunningWork } from './live-session.js'
 export async function drainTurns(running: () => RunningWork[], graceMs: number): Promise<void> {
   const all = Promise.allSettled(running().map((r) => r.done))
   let timer: NodeJS.Timeout | undefined
-  const graceOver = new Promise<'timeout'>((res) => { timer = setTimeout(() => res('timeout'), graceMs) })
+  const graceOver = new Promise<'timeout'>((res) => {
+    timer = setTimeout(() => res('timeout'), graceMs)
+  })
   const outcome = await Promise.race([all.then(() => 'done' as const), graceOver])
   clearTimeout(timer)
   if (outcome === 'done') return

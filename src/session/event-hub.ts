@@ -11,10 +11,15 @@ class RecentEvents {
     if (this.capacity <= 0) return
     if (this.items.length - this.start >= this.capacity) this.start++
     this.items.push(e)
-    if (this.start > 1024 && this.start * 2 > this.items.length) { this.items.splice(0, this.start); this.start = 0 }
+    if (this.start > 1024 && this.start * 2 > this.items.length) {
+      this.items.splice(0, this.start)
+      this.start = 0
+    }
   }
   /** Seq of the oldest event kept, or null when empty. */
-  firstSeq(): number | null { return this.items.length > this.start ? this.items[this.start]!.seq : null }
+  firstSeq(): number | null {
+    return this.items.length > this.start ? this.items[this.start]!.seq : null
+  }
   after(seq: number, upTo = Infinity): EventEnvelope[] {
     const out: EventEnvelope[] = []
     for (let i = this.start; i < this.items.length; i++) {
@@ -25,7 +30,11 @@ class RecentEvents {
   }
 }
 
-interface Channel { tenant: string; recent: RecentEvents; subs: Set<Subscription> }
+interface Channel {
+  tenant: string
+  recent: RecentEvents
+  subs: Set<Subscription>
+}
 
 /** Events read from the log per replay page. */
 const REPLAY_PAGE = 500
@@ -52,7 +61,8 @@ export class EventHub {
   constructor(private readonly opts: { bufferSize: number; queueLimit: number }) {}
 
   open(sessionId: string, tenant: string): void {
-    if (!this.channels.has(sessionId)) this.channels.set(sessionId, { tenant, recent: new RecentEvents(this.opts.bufferSize), subs: new Set() })
+    if (!this.channels.has(sessionId))
+      this.channels.set(sessionId, { tenant, recent: new RecentEvents(this.opts.bufferSize), subs: new Set() })
   }
 
   publish(e: EventEnvelope): void {
@@ -78,8 +88,12 @@ export class EventHub {
    * between), then — when `after` is given and behind `lastSeq` — replaying stored events
    * page by page, with `stream_truncated` first if the replay cannot start at `after + 1`.
    */
-  async subscribeSession(sessionId: string, after: number | undefined, lastSeq: number,
-    load: (from: number, limit: number) => Promise<EventEnvelope[]>): Promise<Subscription> {
+  async subscribeSession(
+    sessionId: string,
+    after: number | undefined,
+    lastSeq: number,
+    load: (from: number, limit: number) => Promise<EventEnvelope[]>,
+  ): Promise<Subscription> {
     const ch = this.channels.get(sessionId)
     if (!ch) throw new Error(`no channel for ${sessionId}`)
     const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId, this.scheduleWake)
@@ -89,7 +103,11 @@ export class EventHub {
       const first = await load(after, REPLAY_PAGE)
       const firstSeq = first[0]?.seq ?? lastSeq + 1
       if (firstSeq > after + 1) {
-        sub.control({ type: 'stream_truncated', session_id: sessionId, data: { requested_after: after, first_seq: firstSeq, reason: 'events_unavailable' } })
+        sub.control({
+          type: 'stream_truncated',
+          session_id: sessionId,
+          data: { requested_after: after, first_seq: firstSeq, reason: 'events_unavailable' },
+        })
       }
       void sub.replay(load, first, REPLAY_PAGE)
     } catch (err) {
@@ -101,12 +119,20 @@ export class EventHub {
 
   subscribeTenant(tenant: string): Subscription {
     let set = this.tenantSubs.get(tenant)
-    if (!set) { set = new Set(); this.tenantSubs.set(tenant, set) }
+    if (!set) {
+      set = new Set()
+      this.tenantSubs.set(tenant, set)
+    }
     const s = set
-    const sub = new Subscription(this.opts.queueLimit, (x) => {
-      s.delete(x)
-      if (s.size === 0 && this.tenantSubs.get(tenant) === s) this.tenantSubs.delete(tenant)
-    }, null, this.scheduleWake)
+    const sub = new Subscription(
+      this.opts.queueLimit,
+      (x) => {
+        s.delete(x)
+        if (s.size === 0 && this.tenantSubs.get(tenant) === s) this.tenantSubs.delete(tenant)
+      },
+      null,
+      this.scheduleWake,
+    )
     s.add(sub)
     return sub
   }
@@ -131,7 +157,9 @@ export class EventHub {
   }
 
   closeAll(reason: 'shutdown'): void {
-    for (const [id, ch] of this.channels) for (const s of [...ch.subs]) s.closeWith({ type: 'stream_closed', session_id: id, data: { reason } })
-    for (const set of this.tenantSubs.values()) for (const s of [...set]) s.closeWith({ type: 'stream_closed', session_id: null, data: { reason } })
+    for (const [id, ch] of this.channels)
+      for (const s of [...ch.subs]) s.closeWith({ type: 'stream_closed', session_id: id, data: { reason } })
+    for (const set of this.tenantSubs.values())
+      for (const s of [...set]) s.closeWith({ type: 'stream_closed', session_id: null, data: { reason } })
   }
 }

@@ -1,4 +1,6 @@
+import { toBurrowError } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
+import type { EventPage } from '../core/session-service.js'
 import type { EventStore } from '../core/stores.js'
 import type { EventHub } from './event-hub.js'
 
@@ -8,7 +10,10 @@ import type { EventHub } from './event-hub.js'
  * mode) whatever the buffer still has.
  */
 export class EventReplay {
-  constructor(private readonly hub: EventHub, private readonly log: EventStore) {}
+  constructor(
+    private readonly hub: EventHub,
+    private readonly log: EventStore,
+  ) {}
 
   /** Stored events after `from`, at most `limit`. */
   async page(id: string, from: number, limit: number): Promise<EventEnvelope[]> {
@@ -17,6 +22,21 @@ export class EventReplay {
     const stored = await this.log.readAfter(id, from, Infinity, limit)
     if (stored.length > 0) return stored
     return start === null ? [] : this.hub.buffered(id, from).slice(0, limit) // no log (ephemeral): what the buffer has
+  }
+
+  /** A subscription to a session's events after `after` (replayed from here, then live), up to `lastSeq` stored so far. */
+  async subscribe(id: string, after: number | undefined, lastSeq: number): ReturnType<EventHub['subscribeSession']> {
+    try {
+      return await this.hub.subscribeSession(id, after, lastSeq, (from, limit) => this.page(id, from, limit))
+    } catch (err) {
+      throw toBurrowError(err)
+    }
+  }
+
+  /** A page of stored events after `after`, saying whether some right after it are no longer kept. */
+  async eventPage(id: string, after: number, limit: number, lastSeq: number): Promise<EventPage> {
+    const events = await this.page(id, after, limit)
+    return { events, truncated: after < lastSeq && (events[0]?.seq ?? lastSeq + 1) > after + 1, last_seq: lastSeq }
   }
 
   /** Stored events in `[first, last]` (a remembered turn's, replayed to its retry). */

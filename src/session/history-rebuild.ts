@@ -26,13 +26,22 @@ export function planRebuild(messages: readonly Message[], budget: number): Rebui
   let end = messages.length
   let idx = starts.length - 1
   // The turn in progress (not complete) is always kept: the model still has to answer it.
-  if (!isComplete(messages, starts[idx]!, end)) { end = starts[idx]!; idx--; keep++ }
+  if (!isComplete(messages, starts[idx]!, end)) {
+    end = starts[idx]!
+    idx--
+    keep++
+  }
   let kept = 0
-  while (idx >= 0 && kept < budget) { end = starts[idx]!; idx--; kept++ }
+  while (idx >= 0 && kept < budget) {
+    end = starts[idx]!
+    idx--
+    kept++
+  }
   const keepFrom = keep + kept === 0 ? messages.length : end
   if (keepFrom === 0) return { reason: 'every turn of the history is within the recent-turn budget; nothing to discard' }
   if (starts[0]! > 0 && keepFrom <= starts[0]!) return { reason: 'nothing before the first turn can be discarded' }
-  if (messages.slice(0, keepFrom).every(isSummaryMessage)) return { reason: 'only the previous summary would be discarded; nothing new to summarise' }
+  if (messages.slice(0, keepFrom).every(isSummaryMessage))
+    return { reason: 'only the previous summary would be discarded; nothing new to summarise' }
   return { keepFrom }
 }
 
@@ -42,10 +51,17 @@ export function isSummaryMessage(m: Message): boolean {
 }
 
 /** Checks a rebuilt history against the original; returns the broken invariant, or null. */
-export function checkRebuild(original: readonly Message[], keepFrom: number, rebuilt: readonly Message[], discarded: readonly Message[]): string | null {
+export function checkRebuild(
+  original: readonly Message[],
+  keepFrom: number,
+  rebuilt: readonly Message[],
+  discarded: readonly Message[],
+): string | null {
   const summary = rebuilt[0]
-  if (!summary || summary.role !== 'user' || !textOf(summary.content).startsWith(SUMMARY_PREFIX)) return 'the rebuilt history does not start with the summary message'
-  if (discarded.length + rebuilt.length - 1 !== original.length) return 'messages were lost or duplicated between the history and the discarded part'
+  if (!summary || summary.role !== 'user' || !textOf(summary.content).startsWith(SUMMARY_PREFIX))
+    return 'the rebuilt history does not start with the summary message'
+  if (discarded.length + rebuilt.length - 1 !== original.length)
+    return 'messages were lost or duplicated between the history and the discarded part'
   for (let i = 0; i < discarded.length; i++) if (discarded[i] !== original[i]) return `discarded message ${i} is out of order`
   for (let i = 1; i < rebuilt.length; i++) if (rebuilt[i] !== original[keepFrom + i - 1]) return `kept message ${i} is out of order`
   const first = rebuilt[1]
@@ -73,8 +89,14 @@ export function prepareForSummarization(messages: readonly Message[], maxBlockCh
   }
   const block = (b: ContentBlock): ContentBlock => {
     switch (b.type) {
-      case 'text': return { type: 'text', text: text(b.text) }
-      case 'image': return { type: 'text', text: b.source.type === 'url' ? `[image: ${b.source.url}]` : `[image: ${b.source.media_type}, ${b.source.data.length} base64 chars]` }
+      case 'text':
+        return { type: 'text', text: text(b.text) }
+      case 'image':
+        return {
+          type: 'text',
+          text:
+            b.source.type === 'url' ? `[image: ${b.source.url}]` : `[image: ${b.source.media_type}, ${b.source.data.length} base64 chars]`,
+        }
       case 'tool_result': {
         const content = typeof b.content === 'string' ? text(b.content) : b.content.map((c) => block(c) as { type: 'text'; text: string })
         return { ...b, content }
@@ -98,15 +120,21 @@ export function chunkHistory(messages: readonly Message[], maxChars: number): Me
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!
     const next = messages[i + 1]
-    if (m.role === 'assistant' && toolUsesOf(m).length > 0 && next && isToolResultMessage(next)) { units.push([m, next]); i++ }
-    else units.push([m])
+    if (m.role === 'assistant' && toolUsesOf(m).length > 0 && next && isToolResultMessage(next)) {
+      units.push([m, next])
+      i++
+    } else units.push([m])
   }
   const chunks: Message[][] = []
   let current: Message[] = []
   let size = 0
   for (const u of units) {
     const n = u.reduce((a, m) => a + JSON.stringify(m).length, 0)
-    if (current.length > 0 && size + n > maxChars) { chunks.push(current); current = []; size = 0 }
+    if (current.length > 0 && size + n > maxChars) {
+      chunks.push(current)
+      current = []
+      size = 0
+    }
     current.push(...u)
     size += n
   }

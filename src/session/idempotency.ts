@@ -9,7 +9,11 @@ export function canonicalJson(v: unknown): string {
   if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null'
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`
   const o = v as Record<string, unknown>
-  return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
+    .join(',')}}`
 }
 
 export function fingerprint(op: string, body: unknown): string {
@@ -34,9 +38,12 @@ export interface IdempotentCall<T> {
 export class Idempotency {
   private readonly inflight = new Map<string, { fp: string; done: Promise<unknown> }>()
 
-  constructor(private readonly store: IdempotencyStore, private readonly ttlMs = IDEMPOTENCY_TTL_MS,
+  constructor(
+    private readonly store: IdempotencyStore,
+    private readonly ttlMs = IDEMPOTENCY_TTL_MS,
     /** Told when an outcome could not be remembered (the store refuses writes). */
-    private readonly onUnremembered: (err: unknown, key: string) => void = () => {}) {}
+    private readonly onUnremembered: (err: unknown, key: string) => void = () => {},
+  ) {}
 
   run<T>(c: IdempotentCall<T>): Promise<T> {
     const fp = fingerprint(c.op, c.body)
@@ -44,12 +51,17 @@ export class Idempotency {
     if (running) {
       if (running.fp !== fp) return Promise.reject(conflict())
       // After the first call: its remembered outcome, or a run of its own if nothing was remembered.
-      return running.done.then(() => this.run(c), () => this.run(c))
+      return running.done.then(
+        () => this.run(c),
+        () => this.run(c),
+      )
     }
     // Registered before the store is asked, so a second call meanwhile waits instead of running too.
     const done = this.lookUpOrExecute(c, fp)
     this.inflight.set(c.key, { fp, done })
-    const clear = () => { if (this.inflight.get(c.key)?.done === done) this.inflight.delete(c.key) }
+    const clear = () => {
+      if (this.inflight.get(c.key)?.done === done) this.inflight.delete(c.key)
+    }
     done.then(clear, clear)
     return done
   }
@@ -71,7 +83,11 @@ export class Idempotency {
       value = await c.run()
     } catch (err) {
       if (err instanceof BurrowError && err.data && typeof err.data.turn === 'number') {
-        await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: false, code: err.code, message: err.message, data: err.data } })
+        await this.remember(c.key, {
+          fingerprint: fp,
+          created_at: Date.now(),
+          outcome: { ok: false, code: err.code, message: err.message, data: err.data },
+        })
       }
       throw err
     }

@@ -5,7 +5,10 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { Cancellation } from './cancellation.js'
 import { applyEvent, discardedBy, type Discarded } from './session-reducer.js'
 
-export interface PendingEvent<T extends EventType = EventType> { type: T; data: EventData[T] }
+export interface PendingEvent<T extends EventType = EventType> {
+  type: T
+  data: EventData[T]
+}
 
 /** Receives events as they are published (a caller's own stream). */
 export type EventSink = (e: EventEnvelope) => void
@@ -58,8 +61,12 @@ export class LiveSession {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  get id(): string { return this.record.session_id }
-  get tenant(): string { return this.record.config.tenant }
+  get id(): string {
+    return this.record.session_id
+  }
+  get tenant(): string {
+    return this.record.config.tenant
+  }
 
   /**
    * Applies events to the record and hands them to the store, in order; returns them at once.
@@ -109,7 +116,12 @@ export class LiveSession {
   delta(turn: number, text: string): void {
     if (!this.watched()) return // deltas are never stored: without a listener there is nothing to do
     const e: EventEnvelope<'text_delta'> = {
-      seq: this.record.last_seq, session_id: this.id, turn, type: 'text_delta', at: this.now().toISOString(), data: { text },
+      seq: this.record.last_seq,
+      session_id: this.id,
+      turn,
+      type: 'text_delta',
+      at: this.now().toISOString(),
+      data: { text },
     }
     if (this.gate) this.chain(() => this.deliver(e))
     else this.deliver(e)
@@ -133,14 +145,20 @@ export class LiveSession {
   private chain(step: () => void | Promise<void>): void {
     const next: Promise<void> = (this.gate ?? Promise.resolve()).then(step).catch((err: unknown) => this.break(err))
     this.gate = next
-    void next.then(() => { if (this.gate === next) this.gate = null })
+    void next.then(() => {
+      if (this.gate === next) this.gate = null
+    })
   }
 
   private deliver(e: EventEnvelope): void {
     this.publish(e)
     const sink = this.running?.sink
     if (sink) {
-      try { sink(e) } catch { /* a caller's sink must not break the turn */ }
+      try {
+        sink(e)
+      } catch {
+        /* a caller's sink must not break the turn */
+      }
     }
   }
 }

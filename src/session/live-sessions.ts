@@ -45,7 +45,10 @@ export class LiveSessions {
   get(tenant: string, id: string): LiveSession | Promise<LiveSession> {
     const s = this.live.get(id)
     // The common case — a live, healthy session of this tenant — answers without a promise.
-    if (s && s.tenant === tenant && !s.broken) { s.lastActive = Date.now(); return s }
+    if (s && s.tenant === tenant && !s.broken) {
+      s.lastActive = Date.now()
+      return s
+    }
     return this.load(tenant, id)
   }
 
@@ -63,7 +66,12 @@ export class LiveSessions {
 
   private make(record: SessionRecord): LiveSession {
     const id = record.session_id
-    return new LiveSession(record, this.commit, (e) => this.hub.publish(e), () => this.hub.hasListeners(id))
+    return new LiveSession(
+      record,
+      this.commit,
+      (e) => this.hub.publish(e),
+      () => this.hub.hasListeners(id),
+    )
   }
 
   private admit(s: LiveSession): LiveSession {
@@ -140,7 +148,7 @@ export class LiveSessions {
 
   /** The tenant is checked before the record is read, so another tenant's session costs what an unknown id costs. */
   private async stored(id: string, tenant: string): Promise<SessionRecord | undefined> {
-    if (await this.repo.sessions.tenantOf(id) !== tenant) return undefined
+    if ((await this.repo.sessions.tenantOf(id)) !== tenant) return undefined
     return this.repo.sessions.get(id)
   }
 
@@ -160,7 +168,10 @@ export class LiveSessions {
   private readonly commitAndTell: CommitFn = (events, session, discarded) => {
     const batch: CommittedBatch = { session, events, discarded }
     const done = this.repo.commit(events, session.record)
-    if (!done) { this.tell(batch); return }
+    if (!done) {
+      this.tell(batch)
+      return
+    }
     return done.then(() => this.tell(batch))
   }
 

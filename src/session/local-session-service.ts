@@ -1,21 +1,30 @@
 import { v7 as uuidv7 } from 'uuid'
-import { BurrowError, invalidRequest, storeUnavailable, toBurrowError } from '../core/errors.js'
+import { BurrowError, invalidRequest, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
-import type { ProviderRegistry } from '../core/llm.js'
-import type { Logger } from '../core/logger.js'
-import type { MemoryStore } from '../core/memory-store.js'
-import type { EffectiveCompaction, SessionNote } from '../core/session-record.js'
+import type { SessionNote } from '../core/session-record.js'
 import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
 import type { IdempotencyRecord, SessionRepository } from '../core/stores.js'
-import type { Telemetry } from '../core/telemetry.js'
 import { toCreated, toView } from '../core/views.js'
 import type {
-  Capabilities, CompactionOutcome, CreateSession, InterruptResult, MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery,
-  MemorySearchQuery, MemorySearchResult, Page, SessionCreated, SessionQuery, SessionSummary, SessionView, StartTurn, TurnResult,
+  Capabilities,
+  CompactionOutcome,
+  CreateSession,
+  InterruptResult,
+  MemoryAdd,
+  MemoryAdded,
+  MemoryItem,
+  MemoryPageQuery,
+  MemorySearchQuery,
+  MemorySearchResult,
+  Page,
+  SessionCreated,
+  SessionQuery,
+  SessionSummary,
+  SessionView,
+  StartTurn,
+  TurnResult,
 } from '../core/wire.js'
-import type { Authenticator } from './authenticator.js'
 import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
-import type { CompactionController } from './compaction-controller.js'
 import { drainTurns } from './drain-turns.js'
 import type { EventHub } from './event-hub.js'
 import { EventReplay } from './event-replay.js'
@@ -26,37 +35,10 @@ import { TenantMemory } from './memory-ops.js'
 import { notesAccess } from './session-notes.js'
 import { Turn, type TurnStart } from './turn.js'
 import { sessionConfig, turnStart, type SessionConfigRules } from './turn-requests.js'
-import type { TurnRunner } from './turn-runner.js'
 
-export interface ServiceCapabilities { session_store: boolean; memory_store: boolean; session_compaction: boolean }
+import type { LocalSessionServiceParts } from './service-parts.js'
 
-/** Semantic memory as the service uses it (the `memory-store` capability). */
-export interface MemoryPort {
-  readonly store: MemoryStore
-  /** When compaction feeds memory: the indexer, which tells the service what it indexed (recorded as `memory_indexed`). */
-  readonly indexer?: { onIndexed(listener: (tenant: string, sessionId: string, entries: number) => Promise<void>): void } | undefined
-}
-
-/** The parts a LocalSessionService is made of; `app/` wires them. */
-export interface LocalSessionServiceParts {
-  /** Where sessions are kept: LMDB, PostgreSQL, or the null repository (ephemeral mode). */
-  repository: SessionRepository
-  /** The live-session table, over the same repository and hub. */
-  sessions: LiveSessions
-  hub: EventHub
-  runner: TurnRunner
-  /** Present when the `session-compaction` capability is on. */
-  compaction?: CompactionController | undefined
-  /** Present when the `memory-store` capability is on. */
-  memory?: MemoryPort | undefined
-  auth: Authenticator
-  providers: ProviderRegistry
-  telemetry: Telemetry
-  logger: Logger
-  version: string
-  capabilities: ServiceCapabilities
-  compactionDefaults: EffectiveCompaction
-}
+export type { LocalSessionServiceParts, MemoryPort, ServiceCapabilities } from './service-parts.js'
 
 const archived = (id: string) => new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
 
@@ -79,9 +61,15 @@ export class LocalSessionService implements SessionService {
     this.sessions = parts.sessions
     this.hub = parts.hub
     this.replay = new EventReplay(parts.hub, parts.repository.events)
-    this.configRules = { capabilities: parts.capabilities, providers: parts.providers, builtinTools: parts.runner.builtinTools, compactionDefaults: parts.compactionDefaults }
-    this.idem = new Idempotency(parts.repository.idempotency, undefined,
-      (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'))
+    this.configRules = {
+      capabilities: parts.capabilities,
+      providers: parts.providers,
+      builtinTools: parts.runner.builtinTools,
+      compactionDefaults: parts.compactionDefaults,
+    }
+    this.idem = new Idempotency(parts.repository.idempotency, undefined, (err) =>
+      parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+    )
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
   }
 
@@ -93,12 +81,22 @@ export class LocalSessionService implements SessionService {
 
   capabilities(): Capabilities {
     const p = this.parts
-    return { ...p.capabilities, version: p.version, auth: p.auth.enabled, default_model: p.providers.defaultModel(), providers: p.providers.status() }
+    return {
+      ...p.capabilities,
+      version: p.version,
+      auth: p.auth.enabled,
+      default_model: p.providers.defaultModel(),
+      providers: p.providers.status(),
+    }
   }
 
-  async getCapabilities(_ctx: CallContext): Promise<Capabilities> { return this.capabilities() }
+  async getCapabilities(_ctx: CallContext): Promise<Capabilities> {
+    return this.capabilities()
+  }
 
-  ready(): boolean { return this.readiness() === 'ready' }
+  ready(): boolean {
+    return this.readiness() === 'ready'
+  }
 
   readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
     if (this.shuttingDown) return 'shutting_down'
@@ -121,7 +119,12 @@ export class LocalSessionService implements SessionService {
       const config = sessionConfig(tenant, req, this.configRules)
       const id = uuidv7()
       const event: EventEnvelope<'session_created'> = {
-        seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config },
+        seq: 1,
+        session_id: id,
+        turn: 0,
+        type: 'session_created',
+        at: new Date().toISOString(),
+        data: { config },
       }
       let created: LiveSession
       try {
@@ -192,7 +195,8 @@ export class LocalSessionService implements SessionService {
     if (req.input === undefined && req.tool_results === undefined) {
       const s = await this.sessions.get(tenant, id)
       const last = s.record.messages[s.record.messages.length - 1]
-      if (!last || last.role !== 'user') throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
+      if (!last || last.role !== 'user')
+        throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
     }
     return this.turn(tenant, id, req, ctx, 'session/resume')
   }
@@ -223,14 +227,15 @@ export class LocalSessionService implements SessionService {
     const session = await this.sessions.get(tenant, id)
     return this.idempotent(ctx, tenant, 'session/compact', id, {}, async () => {
       if (session.record.status === 'archived') throw archived(id)
-      if (session.running || session.record.open_turn) throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+      if (session.running || session.record.open_turn)
+        throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
       // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
       const work = new Turn(session, session.record.turn_count)
       const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
       work.done = controller.run(work, cfg, true)
       session.running = work
       try {
-        const outcome = await work.done as CompactionOutcome
+        const outcome = (await work.done) as CompactionOutcome
         await this.sessions.settle(session)
         return outcome
       } finally {
@@ -243,10 +248,18 @@ export class LocalSessionService implements SessionService {
     this.refuseWhenShuttingDown()
     const session = await this.sessions.get(tenant, id)
     if (await closeAbandonedTurn(session)) await this.sessions.settle(session)
-    return this.idempotent(ctx, tenant, op, id, req, async () => {
-      const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
-      return this.runTurn(session, start, ctx)
-    }, (outcome) => this.replayOutcome(session.id, outcome, ctx))
+    return this.idempotent(
+      ctx,
+      tenant,
+      op,
+      id,
+      req,
+      async () => {
+        const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
+        return this.runTurn(session, start, ctx)
+      },
+      (outcome) => this.replayOutcome(session.id, outcome, ctx),
+    )
   }
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
@@ -285,15 +298,16 @@ export class LocalSessionService implements SessionService {
     if (id === null) {
       const sub = this.hub.subscribeTenant(tenant)
       if (opts.after !== undefined) {
-        sub.control({ type: 'stream_truncated', session_id: null, data: { requested_after: opts.after, first_seq: 0, reason: 'live_only' } })
+        sub.control({
+          type: 'stream_truncated',
+          session_id: null,
+          data: { requested_after: opts.after, first_seq: 0, reason: 'live_only' },
+        })
       }
       return sub
     }
     const session = await this.sessions.get(tenant, id)
-    let sub: Awaited<ReturnType<EventHub['subscribeSession']>>
-    try {
-      sub = await this.hub.subscribeSession(session.id, opts.after, session.record.last_seq, (from, limit) => this.replay.page(session.id, from, limit))
-    } catch (err) { throw toBurrowError(err) }
+    const sub = await this.replay.subscribe(session.id, opts.after, session.record.last_seq)
     // Shutdown began while the session loaded: the hub closed its streams already, so this one ends now, told why.
     if (this.shuttingDown) sub.closeWith({ type: 'stream_closed', session_id: session.id, data: { reason: 'shutdown' } })
     return sub
@@ -302,9 +316,7 @@ export class LocalSessionService implements SessionService {
   async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {
     const tenant = this.authenticate(ctx)
     const session = await this.sessions.get(tenant, id)
-    const events = await this.replay.page(session.id, q.after, q.limit)
-    const last = session.record.last_seq
-    return { events, truncated: q.after < last && (events[0]?.seq ?? last + 1) > q.after + 1, last_seq: last }
+    return this.replay.eventPage(session.id, q.after, q.limit, session.record.last_seq)
   }
 
   // ---- notes --------------------------------------------------------------------------
@@ -335,10 +347,18 @@ export class LocalSessionService implements SessionService {
 
   // ---- memory -------------------------------------------------------------------------
 
-  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> { return this.memory(ctx, (m) => m.search(q)) }
-  async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> { return this.memory(ctx, (m) => m.list(q)) }
-  async getMemory(id: string, ctx: CallContext): Promise<MemoryItem> { return this.memory(ctx, (m) => m.get(id)) }
-  async deleteMemory(id: string, ctx: CallContext): Promise<void> { return this.memory(ctx, (m) => m.delete(id)) }
+  async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
+    return this.memory(ctx, (m) => m.search(q))
+  }
+  async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> {
+    return this.memory(ctx, (m) => m.list(q))
+  }
+  async getMemory(id: string, ctx: CallContext): Promise<MemoryItem> {
+    return this.memory(ctx, (m) => m.get(id))
+  }
+  async deleteMemory(id: string, ctx: CallContext): Promise<void> {
+    return this.memory(ctx, (m) => m.delete(id))
+  }
   async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
     return this.memory(ctx, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
   }
@@ -360,8 +380,15 @@ export class LocalSessionService implements SessionService {
 
   // ---- shared -------------------------------------------------------------------------
 
-  private idempotent<T>(ctx: CallContext, tenant: string, op: string, sessionId: string | null, body: unknown, run: () => Promise<T>,
-    onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>): Promise<T> {
+  private idempotent<T>(
+    ctx: CallContext,
+    tenant: string,
+    op: string,
+    sessionId: string | null,
+    body: unknown,
+    run: () => Promise<T>,
+    onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>,
+  ): Promise<T> {
     if (!ctx.idempotencyKey) return run()
     return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
   }

@@ -75,7 +75,9 @@ export class MemoryIndexer implements SessionListener {
 
   enqueue(batch: DiscardedBatch): void {
     this.queue.push(batch)
-    this.working ??= this.drain().finally(() => { this.working = null })
+    this.working ??= this.drain().finally(() => {
+      this.working = null
+    })
   }
 
   async idle(): Promise<void> {
@@ -101,7 +103,8 @@ export class MemoryIndexer implements SessionListener {
         // Only a failed add is retried: once added, a retry would store the passages twice.
         const code = err instanceof BurrowError ? err.code : undefined
         if (!added && code === 'STORE_UNAVAILABLE') this.park(b, err as BurrowError)
-        else if (!added && code === 'SESSION_NOT_FOUND') this.logger.debug({ session_id: b.sessionId }, 'session deleted before its discarded messages were indexed')
+        else if (!added && code === 'SESSION_NOT_FOUND')
+          this.logger.debug({ session_id: b.sessionId }, 'session deleted before its discarded messages were indexed')
         else this.logger.error({ err, session_id: b.sessionId }, 'indexing discarded messages into memory failed')
       }
     }
@@ -109,13 +112,21 @@ export class MemoryIndexer implements SessionListener {
 
   private park(b: DiscardedBatch, err: BurrowError): void {
     this.parked.push(b)
-    this.logger.warn({ err, session_id: b.sessionId, parked: this.parked.length }, 'memory is not writable: the discarded messages are indexed once it is')
+    this.logger.warn(
+      { err, session_id: b.sessionId, parked: this.parked.length },
+      'memory is not writable: the discarded messages are indexed once it is',
+    )
     if (this.parked.length > this.maxParked) {
       const dropped = this.parked.shift()!
-      this.logger.error({ session_id: dropped.sessionId, seqs: [dropped.seqs[0], dropped.seqs.at(-1)] }, 'too many discarded batches wait for memory: the oldest is dropped (its messages stay in the session log)')
+      this.logger.error(
+        { session_id: dropped.sessionId, seqs: [dropped.seqs[0], dropped.seqs.at(-1)] },
+        'too many discarded batches wait for memory: the oldest is dropped (its messages stay in the session log)',
+      )
     }
     if (!this.retryTimer) {
-      this.retryTimer = setInterval(() => { if (this.store.healthy()) this.unpark() }, this.retryEveryMs)
+      this.retryTimer = setInterval(() => {
+        if (this.store.healthy()) this.unpark()
+      }, this.retryEveryMs)
       // Parked work never keeps a process alive that is otherwise done.
       this.retryTimer.unref()
     }
@@ -137,7 +148,8 @@ export class MemoryIndexer implements SessionListener {
         if (block.type === 'text') texts.push(block.text)
         else if (block.type === 'tool_use') toolNames.set(block.id, block.name)
         else if (block.type === 'tool_result' && !NOT_INDEXED_TOOLS.has(toolNames.get(block.tool_use_id) ?? '')) {
-          const t = typeof block.content === 'string' ? block.content : block.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n')
+          const t =
+            typeof block.content === 'string' ? block.content : block.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n')
           texts.push(t)
         }
       }

@@ -10,7 +10,11 @@ type Owned = (sessionId: string) => unknown
  * counterparts do). Another tenant's entry id answers exactly like an unknown one.
  */
 export class TenantMemory {
-  constructor(private readonly store: MemoryStore, private readonly tenant: string, private readonly owned: Owned) {}
+  constructor(
+    private readonly store: MemoryStore,
+    private readonly tenant: string,
+    private readonly owned: Owned,
+  ) {}
 
   /** `GET /v1/memory/search`: scoped to the caller's tenant, or to one of its sessions, optionally filtered by metadata. */
   async search(q: MemorySearchQuery): Promise<MemorySearchResult> {
@@ -18,17 +22,38 @@ export class TenantMemory {
     if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
     if (q.session_id) await this.owned(q.session_id)
     const hits = await this.store.search({
-      tenant: this.tenant, text: q.q, limit: q.limit ?? 5, ...(q.session_id ? { sessionId: q.session_id } : {}), ...(q.metadata ? { metadata: q.metadata } : {}),
+      tenant: this.tenant,
+      text: q.q,
+      limit: q.limit ?? 5,
+      ...(q.session_id ? { sessionId: q.session_id } : {}),
+      ...(q.metadata ? { metadata: q.metadata } : {}),
     })
-    return { results: hits.map((h) => ({ id: h.entry.id, content: h.entry.content, score: h.score, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq, metadata: h.entry.metadata ?? {} })) }
+    return {
+      results: hits.map((h) => ({
+        id: h.entry.id,
+        content: h.entry.content,
+        score: h.score,
+        session_id: h.entry.session_id,
+        turn: h.entry.turn,
+        seq: h.entry.seq,
+        metadata: h.entry.metadata ?? {},
+      })),
+    }
   }
 
   /** `POST /v1/memory`: documents or facts added directly, optionally tied to one of the caller's sessions. */
   async add(entries: MemoryAdd): Promise<MemoryAdded> {
     for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await this.owned(sid)
-    const added = await this.store.add(entries.map((e) => ({
-      tenant: this.tenant, content: e.content, session_id: e.session_id ?? null, turn: null, seq: null, ...(e.metadata ? { metadata: e.metadata } : {}),
-    })))
+    const added = await this.store.add(
+      entries.map((e) => ({
+        tenant: this.tenant,
+        content: e.content,
+        session_id: e.session_id ?? null,
+        turn: null,
+        seq: null,
+        ...(e.metadata ? { metadata: e.metadata } : {}),
+      })),
+    )
     return { ids: added.map((a) => a.id) }
   }
 
@@ -36,7 +61,10 @@ export class TenantMemory {
   async list(q: MemoryPageQuery): Promise<Page<MemoryItem>> {
     if (q.session_id) await this.owned(q.session_id)
     const page = await this.store.list(this.tenant, {
-      limit: q.limit ?? 20, cursor: q.cursor, ...(q.session_id ? { sessionId: q.session_id } : {}), ...(q.metadata ? { metadata: q.metadata } : {}),
+      limit: q.limit ?? 20,
+      cursor: q.cursor,
+      ...(q.session_id ? { sessionId: q.session_id } : {}),
+      ...(q.metadata ? { metadata: q.metadata } : {}),
     })
     return { items: page.items.map(item), next_cursor: page.next_cursor }
   }
@@ -53,5 +81,13 @@ export class TenantMemory {
 }
 
 function item(e: MemoryEntry): MemoryItem {
-  return { id: e.id, content: e.content, session_id: e.session_id, turn: e.turn, seq: e.seq, created_at: e.created_at, metadata: e.metadata ?? {} }
+  return {
+    id: e.id,
+    content: e.content,
+    session_id: e.session_id,
+    turn: e.turn,
+    seq: e.seq,
+    created_at: e.created_at,
+    metadata: e.metadata ?? {},
+  }
 }

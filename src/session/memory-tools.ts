@@ -12,13 +12,18 @@ export function memorySearchTool(store: MemoryStore): BuiltinTool {
   return {
     definition: {
       name: 'memory_search',
-      description: 'Search long-term memory (earlier, compacted parts of this conversation and other conversations of this workspace). Returns passages with a relevance score and where they came from.',
+      description:
+        'Search long-term memory (earlier, compacted parts of this conversation and other conversations of this workspace). Returns passages with a relevance score and where they came from.',
       input_schema: {
         type: 'object',
         properties: {
           query: { type: 'string', description: 'What to look for: words, names, identifiers or a question.' },
           limit: { type: 'integer', minimum: 1, maximum: 20, description: 'How many results (default 5).' },
-          scope: { type: 'string', enum: ['session', 'tenant'], description: '"session": this conversation only; "tenant" (default): every conversation.' },
+          scope: {
+            type: 'string',
+            enum: ['session', 'tenant'],
+            description: '"session": this conversation only; "tenant" (default): every conversation.',
+          },
         },
         required: ['query'],
       },
@@ -28,14 +33,26 @@ export function memorySearchTool(store: MemoryStore): BuiltinTool {
       const i = (input ?? {}) as { query?: unknown; limit?: unknown; scope?: unknown }
       if (typeof i.query !== 'string' || i.query.trim() === '') return error('memory_search needs a non-empty "query" string.')
       const limit = i.limit === undefined ? 5 : i.limit
-      if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > 20) return error('"limit" must be an integer from 1 to 20.')
+      if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > 20)
+        return error('"limit" must be an integer from 1 to 20.')
       const scope = i.scope === undefined ? 'tenant' : i.scope
       if (scope !== 'session' && scope !== 'tenant') return error('"scope" must be "session" or "tenant".')
-      const hits = await store.search({ tenant: ctx.tenant, text: i.query, limit, ...(scope === 'session' ? { sessionId: ctx.sessionId } : {}) })
+      const hits = await store.search({
+        tenant: ctx.tenant,
+        text: i.query,
+        limit,
+        ...(scope === 'session' ? { sessionId: ctx.sessionId } : {}),
+      })
       return {
-        content: JSON.stringify(hits.map((h) => ({
-          content: h.entry.content, score: Math.round(h.score * 1000) / 1000, session_id: h.entry.session_id, turn: h.entry.turn, seq: h.entry.seq,
-        }))),
+        content: JSON.stringify(
+          hits.map((h) => ({
+            content: h.entry.content,
+            score: Math.round(h.score * 1000) / 1000,
+            session_id: h.entry.session_id,
+            turn: h.entry.turn,
+            seq: h.entry.seq,
+          })),
+        ),
       }
     },
   }
@@ -55,14 +72,26 @@ export function noteTools(): BuiltinTool[] {
     {
       definition: {
         name: 'note_set',
-        description: 'Keep a short fact in the session notes (pinned in your instructions, kept across compaction). Setting an existing key replaces it.',
-        input_schema: { type: 'object', properties: { key: { type: 'string', description: 'Short name: letters, digits, _ . : -' }, value: { type: 'string', description: 'At most 2000 characters.' } }, required: ['key', 'value'] },
+        description:
+          'Keep a short fact in the session notes (pinned in your instructions, kept across compaction). Setting an existing key replaces it.',
+        input_schema: {
+          type: 'object',
+          properties: {
+            key: { type: 'string', description: 'Short name: letters, digits, _ . : -' },
+            value: { type: 'string', description: 'At most 2000 characters.' },
+          },
+          required: ['key', 'value'],
+        },
       },
       enabledFor: (s) => s.memory,
       execute: (input, ctx) => {
         const i = (input ?? {}) as { key?: unknown; value?: unknown }
-        if (typeof i.key !== 'string' || typeof i.value !== 'string') return Promise.resolve(error('note_set needs string "key" and "value".'))
-        return wrap(async () => { await ctx.session.setNote(i.key as string, i.value as string); return `Noted ${i.key as string}.` })
+        if (typeof i.key !== 'string' || typeof i.value !== 'string')
+          return Promise.resolve(error('note_set needs string "key" and "value".'))
+        return wrap(async () => {
+          await ctx.session.setNote(i.key as string, i.value as string)
+          return `Noted ${i.key as string}.`
+        })
       },
     },
     {
@@ -75,7 +104,9 @@ export function noteTools(): BuiltinTool[] {
       execute: (input, ctx) => {
         const i = (input ?? {}) as { key?: unknown }
         if (typeof i.key !== 'string') return Promise.resolve(error('note_delete needs a string "key".'))
-        return wrap(async () => ((await ctx.session.deleteNote(i.key as string)) ? `Deleted ${i.key as string}.` : `There was no note ${i.key as string}.`))
+        return wrap(async () =>
+          (await ctx.session.deleteNote(i.key as string)) ? `Deleted ${i.key as string}.` : `There was no note ${i.key as string}.`,
+        )
       },
     },
   ]

@@ -35,7 +35,12 @@ export class Projector implements SessionListener {
 
   private readonly opts: ProjectorOptions
 
-  constructor(private readonly repo: SessionRepository, dataDir: string, private readonly logger: Logger, opts: Partial<ProjectorOptions> = {}) {
+  constructor(
+    private readonly repo: SessionRepository,
+    dataDir: string,
+    private readonly logger: Logger,
+    opts: Partial<ProjectorOptions> = {},
+  ) {
     this.root = join(dataDir, 'sessions')
     this.opts = { ...PROJECTOR_DEFAULTS, ...opts }
   }
@@ -78,7 +83,10 @@ export class Projector implements SessionListener {
     this.forcing = true
     try {
       for (;;) {
-        if (this.timer) { clearTimeout(this.timer); this.timer = null }
+        if (this.timer) {
+          clearTimeout(this.timer)
+          this.timer = null
+        }
         if (this.dirty.size > 0 && !this.working) this.kick()
         if (!this.working) return
         await this.working
@@ -114,13 +122,19 @@ export class Projector implements SessionListener {
 
   private schedule(): void {
     if (this.timer || this.working || this.dirty.size === 0 || this.closed) return
-    this.timer = setTimeout(() => { this.timer = null; this.kick() }, this.opts.debounceMs)
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.kick()
+    }, this.opts.debounceMs)
     this.timer.unref()
   }
 
   private kick(): void {
     if (this.working) return
-    this.working = this.drain().finally(() => { this.working = null; this.schedule() })
+    this.working = this.drain().finally(() => {
+      this.working = null
+      this.schedule()
+    })
   }
 
   private async drain(): Promise<void> {
@@ -130,7 +144,10 @@ export class Projector implements SessionListener {
       this.dirty.delete(id)
       // Files are rewritten whole, so a busy session is projected at most once per interval, and a long one
       // (whose files take longer to write) less often: the projection stays a small, bounded share of the CPU.
-      if (!this.forcing && Date.now() < (this.nextAt.get(id) ?? 0)) { later.push(id); continue }
+      if (!this.forcing && Date.now() < (this.nextAt.get(id) ?? 0)) {
+        later.push(id)
+        continue
+      }
       try {
         const t0 = performance.now()
         await this.project(id)
@@ -146,7 +163,12 @@ export class Projector implements SessionListener {
         // A full disk or a store refusing writes: the files and the checkpoint are rewritten whole later,
         // so trying again is always safe; the pending mark in the store survives a restart meanwhile.
         this.logger.warn({ err, session_id: id }, `projection failed; retrying in ${this.opts.retryMs} ms`)
-        setTimeout(() => { if (!this.closed) { this.dirty.add(id); this.schedule() } }, this.opts.retryMs).unref()
+        setTimeout(() => {
+          if (!this.closed) {
+            this.dirty.add(id)
+            this.schedule()
+          }
+        }, this.opts.retryMs).unref()
       }
     }
     for (const id of later) this.dirty.add(id)
@@ -157,16 +179,26 @@ export class Projector implements SessionListener {
     // A broken session's record may be ahead of the log: the store is the truth then.
     const record = live && !live.broken ? live.record : await this.repo.sessions.get(id)
     const dir = join(this.root, id)
-    if (!record) { await rm(dir, { recursive: true, force: true }); return }
+    if (!record) {
+      await rm(dir, { recursive: true, force: true })
+      return
+    }
     // Taken now, in one synchronous step: a live record keeps changing while the files are written.
     const lastSeq = record.last_seq
     const json = `${JSON.stringify(toView(record, false, true), null, 2)}\n`
     let from = await this.repo.projection.checkpoint(id)
-    if (from >= lastSeq) { await this.repo.projection.projected(id, lastSeq); return }
+    if (from >= lastSeq) {
+      await this.repo.projection.projected(id, lastSeq)
+      return
+    }
     const transcriptPath = join(dir, 'transcript.md')
     let transcript = ''
     if (from > 0) {
-      try { transcript = await readFile(transcriptPath, 'utf8') } catch { from = 0 } // missing file: start over
+      try {
+        transcript = await readFile(transcriptPath, 'utf8')
+      } catch {
+        from = 0
+      } // missing file: start over
     }
     await mkdir(dir, { recursive: true })
     for (const e of await this.eventsBetween(id, from, lastSeq)) transcript += renderEvent(e)
@@ -191,7 +223,10 @@ export class Projector implements SessionListener {
       let j = 0
       while (j < rest.length && rest[j]!.seq <= upTo) j++
       if (j === rest.length) this.forgetRecent(id)
-      else { rest.splice(0, j); this.recentCount -= j }
+      else {
+        rest.splice(0, j)
+        this.recentCount -= j
+      }
     }
     return out
   }
@@ -216,7 +251,13 @@ export interface ProjectorOptions {
   retryMs: number
 }
 
-export const PROJECTOR_DEFAULTS: ProjectorOptions = { debounceMs: 100, minIntervalMs: 1000, recentPerSession: 4096, recentTotal: 65_536, retryMs: 5000 }
+export const PROJECTOR_DEFAULTS: ProjectorOptions = {
+  debounceMs: 100,
+  minIntervalMs: 1000,
+  recentPerSession: 4096,
+  recentTotal: 65_536,
+  retryMs: 5000,
+}
 
 async function atomicWrite(path: string, content: string): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`

@@ -10,7 +10,12 @@ const NOTE_KEY = /^[A-Za-z0-9_.:-]{1,128}$/
  * records them), as a client (`PUT …/notes/{key}`) or the agent (`note_set`) changes them.
  * `fields` names the request fields a validation error points at.
  */
-export function notesAccess(session: LiveSession, turn: number, by: 'client' | 'agent', fields = { key: 'key', value: 'value' }): ToolSession {
+export function notesAccess(
+  session: LiveSession,
+  turn: number,
+  by: 'client' | 'agent',
+  fields = { key: 'key', value: 'value' },
+): ToolSession {
   return {
     notes: () => session.record.notes.map((n) => ({ key: n.key, value: n.value })),
     async setNote(key, value) {

@@ -17,24 +17,38 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
   record.last_seq = e.seq
   record.updated_at = e.at
   switch (e.type) {
-    case 'turn_started': turnStarted(record, e as EventEnvelope<'turn_started'>); break
-    case 'assistant_message': assistantMessage(record, e as EventEnvelope<'assistant_message'>); break
+    case 'turn_started':
+      turnStarted(record, e as EventEnvelope<'turn_started'>)
+      break
+    case 'assistant_message':
+      assistantMessage(record, e as EventEnvelope<'assistant_message'>)
+      break
     case 'tool_call': {
       const d = e.data as EventData['tool_call']
       const s = (record.tool_stats[d.name] ??= { calls: 0, failures: 0 })
       s.calls++
       break
     }
-    case 'tool_result': toolResult(record, e as EventEnvelope<'tool_result'>); break
-    case 'turn_requires_action': if (record.open_turn) record.open_turn.state = 'requires_action'; break
-    case 'turn_completed': record.open_turn = null; break
+    case 'tool_result':
+      toolResult(record, e as EventEnvelope<'tool_result'>)
+      break
+    case 'turn_requires_action':
+      if (record.open_turn) record.open_turn.state = 'requires_action'
+      break
+    case 'turn_completed':
+      record.open_turn = null
+      break
     case 'turn_failed': {
       if ((e.data as EventData['turn_failed']).reason === INPUT_REJECTED && record.open_turn) rollBack(record, record.open_turn.first_seq)
       record.open_turn = null
       break
     }
-    case 'session_archived': record.status = 'archived'; break
-    case 'compaction_completed': compacted(record, e as EventEnvelope<'compaction_completed'>); break
+    case 'session_archived':
+      record.status = 'archived'
+      break
+    case 'compaction_completed':
+      compacted(record, e as EventEnvelope<'compaction_completed'>)
+      break
     case 'note_set': {
       const d = e.data as EventData['note_set']
       record.notes = record.notes.filter((n) => n.key !== d.key)
@@ -54,7 +68,8 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
       if (u) addUsage(record, e.turn, { input_tokens: 0, output_tokens: 0, compaction_tokens: u.input_tokens + u.output_tokens })
       break
     }
-    default: break
+    default:
+      break
   }
   return record
 }
@@ -96,7 +111,12 @@ function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
   r.turn_count = e.turn
   r.usage_by_turn.push({ turn: e.turn, ...zero() })
   r.open_turn = {
-    turn: e.turn, state: 'running', first_seq: e.seq, pending_tool_calls: [], client_tool_call_ids: [], results: [],
+    turn: e.turn,
+    state: 'running',
+    first_seq: e.seq,
+    pending_tool_calls: [],
+    client_tool_call_ids: [],
+    results: [],
   }
   // Events are immutable once emitted, so the record shares their data instead of copying it.
   if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq, e.turn)
@@ -146,7 +166,11 @@ export function summaryMessage(summary: string): Message {
 }
 
 /** What a compaction takes out of a history: its first messages, in original order, with their seqs and turns. */
-export interface Discarded { messages: readonly Message[]; seqs: readonly number[]; turns: readonly number[] }
+export interface Discarded {
+  messages: readonly Message[]
+  seqs: readonly number[]
+  turns: readonly number[]
+}
 
 /** What applying `e` to `r` discards (what `compacted` drops), read before it is applied. */
 export function discardedBy(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): Discarded {

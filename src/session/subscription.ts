@@ -49,8 +49,13 @@ export class Subscription implements EventSubscription {
       this.lastSeq = event.seq
     }
     const last = this.queue[this.queue.length - 1]
-    if (event.type === 'text_delta' && last?.kind === 'event' && last.event.type === 'text_delta' &&
-        last.event.session_id === event.session_id && last.event.turn === event.turn) {
+    if (
+      event.type === 'text_delta' &&
+      last?.kind === 'event' &&
+      last.event.type === 'text_delta' &&
+      last.event.session_id === event.session_id &&
+      last.event.turn === event.turn
+    ) {
       last.event = { ...last.event, data: { text: (last.event.data as { text: string }).text + (event.data as { text: string }).text } }
       return true
     }
@@ -73,12 +78,20 @@ export class Subscription implements EventSubscription {
    * that arrived meanwhile and goes live — no gap, no duplicate at the seam. `first` is the
    * first page, already loaded by the caller.
    */
-  replay(load: (after: number, limit: number) => Promise<EventEnvelope[]>, first: readonly EventEnvelope[], pageSize: number): Promise<void> {
+  replay(
+    load: (after: number, limit: number) => Promise<EventEnvelope[]>,
+    first: readonly EventEnvelope[],
+    pageSize: number,
+  ): Promise<void> {
     this.held = []
     return this.runReplay(load, first, pageSize).catch(() => this.close())
   }
 
-  private async runReplay(load: (after: number, limit: number) => Promise<EventEnvelope[]>, first: readonly EventEnvelope[], pageSize: number): Promise<void> {
+  private async runReplay(
+    load: (after: number, limit: number) => Promise<EventEnvelope[]>,
+    first: readonly EventEnvelope[],
+    pageSize: number,
+  ): Promise<void> {
     let page = first
     for (;;) {
       for (const e of page) {
@@ -88,7 +101,10 @@ export class Subscription implements EventSubscription {
       }
       await this.drained()
       if (this.ended || this.closing) return
-      if (page.length >= pageSize) { page = await load(this.lastSeq, pageSize); continue }
+      if (page.length >= pageSize) {
+        page = await load(this.lastSeq, pageSize)
+        continue
+      }
       // Caught up with the log as it was read: the live events held meanwhile follow.
       const held = (this.held ?? []).filter((e) => e.seq > this.lastSeq)
       if (this.heldOverflow || (held.length > 0 && held[0]!.seq !== this.lastSeq + 1)) {
@@ -106,7 +122,9 @@ export class Subscription implements EventSubscription {
   /** Resolves when everything queued has been handed to the reader (and a paused writer resumed). */
   private drained(): Promise<void> {
     if (this.ended || this.closing || (this.queue.length === 0 && !this.paused)) return Promise.resolve()
-    return new Promise((resolve) => { this.drainWaiter = resolve })
+    return new Promise((resolve) => {
+      this.drainWaiter = resolve
+    })
   }
 
   private checkDrained(): void {
@@ -125,12 +143,19 @@ export class Subscription implements EventSubscription {
     this.closing = true
     this.onClose(this)
     for (const cb of this.endCallbacks.splice(0)) {
-      try { cb() } catch { /* a transport callback must not break publishing */ }
+      try {
+        cb()
+      } catch {
+        /* a transport callback must not break publishing */
+      }
     }
   }
 
   onEnd(cb: () => void): void {
-    if (this.closing) { cb(); return }
+    if (this.closing) {
+      cb()
+      return
+    }
     this.endCallbacks.push(cb)
   }
 
@@ -154,7 +179,13 @@ export class Subscription implements EventSubscription {
     this.writer = write
     this.onDone = onDone
     if (this.queue.length > 0 || this.closing) this.flush()
-    return { resume: () => { this.paused = false; this.flush(); this.checkDrained() } }
+    return {
+      resume: () => {
+        this.paused = false
+        this.flush()
+        this.checkDrained()
+      },
+    }
   }
 
   /** Push mode: hands everything queued to the writer; ends after a final frame. */
@@ -170,7 +201,9 @@ export class Subscription implements EventSubscription {
     if (this.closing && this.queue.length === 0) this.close()
   }
 
-  get backlog(): number { return this.queue.length }
+  get backlog(): number {
+    return this.queue.length
+  }
 
   private enqueue(f: StreamFrame): void {
     this.queue.push(f)
@@ -184,7 +217,10 @@ export class Subscription implements EventSubscription {
   /** Hands the reader everything queued (called by the scheduler). */
   wake(): void {
     this.wakeScheduled = false
-    if (this.writer) { this.flush(); return }
+    if (this.writer) {
+      this.flush()
+      return
+    }
     const w = this.waiter
     if (!w || this.queue.length === 0) return
     this.waiter = null
@@ -202,10 +238,18 @@ export class Subscription implements EventSubscription {
     return {
       next: () => {
         if (this.queue.length > 0) return Promise.resolve({ value: this.takeAll(), done: false })
-        if (this.ended || this.closing) { this.close(); return Promise.resolve({ value: undefined, done: true }) }
-        return new Promise((resolve) => { this.waiter = resolve })
+        if (this.ended || this.closing) {
+          this.close()
+          return Promise.resolve({ value: undefined, done: true })
+        }
+        return new Promise((resolve) => {
+          this.waiter = resolve
+        })
       },
-      return: () => { this.close(); return Promise.resolve({ value: undefined, done: true }) },
+      return: () => {
+        this.close()
+        return Promise.resolve({ value: undefined, done: true })
+      },
     }
   }
 }

@@ -10,16 +10,23 @@ export function renderEvent(e: EventEnvelope): string {
   switch (e.type) {
     case 'session_created': {
       const c = (e.data as EventData['session_created']).config
-      const meta = Object.entries(c.metadata).map(([k, v]) => `${k}=${v}`).join(', ')
-      return `# Session ${e.session_id}\n\n- created: ${e.at}\n- model: \`${c.model}\`\n` +
+      const meta = Object.entries(c.metadata)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ')
+      return (
+        `# Session ${e.session_id}\n\n- created: ${e.at}\n- model: \`${c.model}\`\n` +
         (meta ? `- metadata: ${meta}\n` : '') +
         (c.tools.length > 0 ? `- client tools: ${c.tools.map((t) => `\`${t.name}\``).join(', ')}\n` : '') +
         (c.system_prompt ? `\n**System prompt**\n\n${quote(c.system_prompt)}\n` : '')
+      )
     }
     case 'turn_started': {
       const d = e.data as EventData['turn_started']
       if (d.continuation) return `\n_Turn ${e.turn} continues with tool results (${e.at})._\n`
-      return `\n## Turn ${e.turn}\n\n_${e.at}_\n` + (d.input ? `\n**User**\n\n${quote(blocksText(d.input))}\n` : '\n_(no new input: the model answers the history)_\n')
+      return (
+        `\n## Turn ${e.turn}\n\n_${e.at}_\n` +
+        (d.input ? `\n**User**\n\n${quote(blocksText(d.input))}\n` : '\n_(no new input: the model answers the history)_\n')
+      )
     }
     case 'assistant_message': {
       const d = e.data as EventData['assistant_message']
@@ -53,7 +60,9 @@ export function renderEvent(e: EventEnvelope): string {
     }
     case 'compaction_completed': {
       const d = e.data as EventData['compaction_completed']
-      const range = d.discarded_seq_range ? `; events ${d.discarded_seq_range[0]}–${d.discarded_seq_range[1]} left the context (they stay in the log)` : ''
+      const range = d.discarded_seq_range
+        ? `; events ${d.discarded_seq_range[0]}–${d.discarded_seq_range[1]} left the context (they stay in the log)`
+        : ''
       return `\n**Compaction** — ${d.messages_before} → ${d.messages_after} messages, summary of ${d.summary_tokens} tokens${range}:\n\n${quote(d.summary)}\n\n---\n`
     }
     case 'compaction_failed': {
@@ -70,11 +79,17 @@ export function renderEvent(e: EventEnvelope): string {
 }
 
 function blocksText(blocks: readonly ContentBlock[]): string {
-  return blocks.map((b) => (b.type === 'text' ? b.text : b.type === 'image' ? '[image]' : '')).filter(Boolean).join('\n')
+  return blocks
+    .map((b) => (b.type === 'text' ? b.text : b.type === 'image' ? '[image]' : ''))
+    .filter(Boolean)
+    .join('\n')
 }
 
 function quote(text: string): string {
-  return text.split('\n').map((l) => (l ? `> ${l}` : '>')).join('\n')
+  return text
+    .split('\n')
+    .map((l) => (l ? `> ${l}` : '>'))
+    .join('\n')
 }
 
 function oneLine(text: string): string {

@@ -31,7 +31,15 @@ export function outputTextSince(record: SessionRecord, firstSeq: number): string
 export function turnResult(turn: Turn, status: TurnResult['status'], stopReason: string, toolCalls: ToolCall[]): TurnResult {
   const r = turn.record
   return {
-    session_id: r.session_id, turn: turn.number, status, output_text: outputTextSince(r, turn.startSeq), messages: messagesSince(r, turn.firstSeq),
-    tool_calls: toolCalls, usage: turnUsage(r, turn.number), stop_reason: stopReason, first_seq: turn.firstSeq, last_seq: r.last_seq,
+    session_id: r.session_id,
+    turn: turn.number,
+    status,
+    output_text: outputTextSince(r, turn.startSeq),
+    messages: messagesSince(r, turn.firstSeq),
+    tool_calls: toolCalls,
+    usage: turnUsage(r, turn.number),
+    stop_reason: stopReason,
+    first_seq: turn.firstSeq,
+    last_seq: r.last_seq,
   }
 }

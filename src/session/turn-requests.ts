@@ -36,7 +36,8 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: SessionC
   for (const [i, t] of (req.tools ?? []).entries()) {
     if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
     if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
-    if (nestsDeeper(t.input_schema, MAX_INPUT_SCHEMA_DEPTH)) throw invalidRequest(`body/tools/${i}/input_schema`, `nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`)
+    if (nestsDeeper(t.input_schema, MAX_INPUT_SCHEMA_DEPTH))
+      throw invalidRequest(`body/tools/${i}/input_schema`, `nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`)
     names.add(t.name)
   }
   return {
@@ -63,9 +64,11 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
   if (!hasResults) {
     if (open) {
       const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
-      throw new BurrowError('SESSION_BUSY',
+      throw new BurrowError(
+        'SESSION_BUSY',
         `Turn ${open.turn} is waiting for tool_results (${pending.join(', ')}); send them or interrupt the turn.`,
-        { pending_tool_call_ids: pending })
+        { pending_tool_call_ids: pending },
+      )
     }
     checkBudget(session.record)
     providers.resolve(session.record.config.model)
@@ -73,12 +76,19 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
     const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!
     return { kind: 'input', input, maxTokens: req.max_tokens }
   }
-  if (!open || open.state !== 'requires_action') throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
-  const waiting = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id) && !open.results.some((r) => r.tool_use_id === c.id))
+  if (!open || open.state !== 'requires_action')
+    throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
+  const waiting = open.pending_tool_calls.filter(
+    (c) => open.client_tool_call_ids.includes(c.id) && !open.results.some((r) => r.tool_use_id === c.id),
+  )
   const ids = new Set(waiting.map((c) => c.id))
   const seen = new Set<string>()
   for (const [i, r] of req.tool_results!.entries()) {
-    if (!ids.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `'${r.tool_call_id}' is not a pending tool call (pending: ${[...ids].join(', ')})`)
+    if (!ids.has(r.tool_call_id))
+      throw invalidRequest(
+        `body/tool_results/${i}/tool_call_id`,
+        `'${r.tool_call_id}' is not a pending tool call (pending: ${[...ids].join(', ')})`,
+      )
     if (seen.has(r.tool_call_id)) throw invalidRequest(`body/tool_results/${i}/tool_call_id`, `answers '${r.tool_call_id}' twice`)
     seen.add(r.tool_call_id)
   }

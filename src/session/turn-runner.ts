@@ -39,18 +39,26 @@ export class TurnRunner {
   constructor(private readonly deps: TurnRunnerDeps) {}
 
   /** The tools the service runs itself (their names are reserved in session configs). */
-  get builtinTools(): readonly BuiltinTool[] { return this.deps.builtinTools }
+  get builtinTools(): readonly BuiltinTool[] {
+    return this.deps.builtinTools
+  }
 
   async run(turn: Turn, start: TurnStart): Promise<TurnResult> {
     if (start.kind === 'input' || start.kind === 'continue') {
       const input = start.kind === 'input' ? start.input : null
-      turn.emit([{ type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } }])
+      turn.emit([
+        { type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } },
+      ])
     } else {
       const byId = new Map(start.results.map((r) => [r.tool_call_id, r]))
       const events: PendingEvent[] = [{ type: 'turn_started', data: { input: null, continuation: true } }]
       for (const call of turn.record.open_turn!.pending_tool_calls) {
         const r = byId.get(call.id)
-        if (r) events.push({ type: 'tool_result', data: { tool_call_id: call.id, name: call.name, content: r.content, is_error: r.is_error === true } })
+        if (r)
+          events.push({
+            type: 'tool_result',
+            data: { tool_call_id: call.id, name: call.name, content: r.content, is_error: r.is_error === true },
+          })
       }
       turn.emit(events)
     }
@@ -82,14 +90,24 @@ export class TurnRunner {
       const resp = await this.callModel(turn, tools, maxTokens)
       const uses = resp.content.filter((b): b is ToolUseBlock => b.type === 'tool_use')
       const clientIds = uses.filter((u) => clientNames.has(u.name) && !builtinByName.has(u.name)).map((u) => u.id)
-      const events: PendingEvent[] = [{
-        type: 'assistant_message',
-        data: {
-          message: { role: 'assistant', content: resp.content }, usage: resp.usage, stop_reason: resp.stopReason,
-          model: turn.record.config.model, step, client_tool_call_ids: clientIds,
+      const events: PendingEvent[] = [
+        {
+          type: 'assistant_message',
+          data: {
+            message: { role: 'assistant', content: resp.content },
+            usage: resp.usage,
+            stop_reason: resp.stopReason,
+            model: turn.record.config.model,
+            step,
+            client_tool_call_ids: clientIds,
+          },
         },
-      }]
-      for (const u of uses) events.push({ type: 'tool_call', data: { id: u.id, name: u.name, input: u.input, executor: clientIds.includes(u.id) ? 'client' : 'server' } })
+      ]
+      for (const u of uses)
+        events.push({
+          type: 'tool_call',
+          data: { id: u.id, name: u.name, input: u.input, executor: clientIds.includes(u.id) ? 'client' : 'server' },
+        })
       // A final answer is committed together with the turn's end: one write instead of two.
       if (uses.length === 0) return this.complete(turn, resp.stopReason, events, resp)
       if (clientIds.length === uses.length) return this.requireAction(turn, uses, resp.stopReason, events)
@@ -101,7 +119,12 @@ export class TurnRunner {
         const data = await this.runBuiltin(builtinByName.get(u.name), u, turn)
         turn.emit([{ type: 'tool_result', data }])
       }
-      if (clientIds.length > 0) return this.requireAction(turn, uses.filter((u) => clientIds.includes(u.id)), resp.stopReason)
+      if (clientIds.length > 0)
+        return this.requireAction(
+          turn,
+          uses.filter((u) => clientIds.includes(u.id)),
+          resp.stopReason,
+        )
     }
   }
 
@@ -112,8 +135,14 @@ export class TurnRunner {
     let outcome: 'ok' | 'error' | 'timeout' | 'aborted' = 'ok'
     try {
       const req: LlmRequest = {
-        model, system: this.systemPrompt(turn.record), messages: turn.record.messages, tools, maxTokens,
-        get signal() { return signal.signal },
+        model,
+        system: this.systemPrompt(turn.record),
+        messages: turn.record.messages,
+        tools,
+        maxTokens,
+        get signal() {
+          return signal.signal
+        },
         cancelled: () => signal.aborted,
       }
       return await client.complete(req, (d) => turn.delta(d.text))
@@ -134,7 +163,10 @@ export class TurnRunner {
     const parts = [c.system_prompt]
     if (c.memory && this.deps.memoryGuide) parts.push(this.deps.memoryGuide)
     const notes = record.notes
-    if (notes.length > 0) parts.push(`Session notes (kept across compaction; update them with note_set / note_delete):\n${notes.map((n) => `- ${n.key}: ${n.value}`).join('\n')}`)
+    if (notes.length > 0)
+      parts.push(
+        `Session notes (kept across compaction; update them with note_set / note_delete):\n${notes.map((n) => `- ${n.key}: ${n.value}`).join('\n')}`,
+      )
     return parts.filter(Boolean).join('\n\n')
   }
 
@@ -143,7 +175,13 @@ export class TurnRunner {
     if (!tool) return { ...base, content: `Unknown tool: ${u.name}. Available tools are listed in the request.`, is_error: true }
     const { session, signal } = turn
     try {
-      const out = await tool.execute(u.input, { tenant: session.tenant, sessionId: session.id, turn: turn.number, signal: signal.signal, session: notesAccess(session, turn.number, 'agent') })
+      const out = await tool.execute(u.input, {
+        tenant: session.tenant,
+        sessionId: session.id,
+        turn: turn.number,
+        signal: signal.signal,
+        session: notesAccess(session, turn.number, 'agent'),
+      })
       return { ...base, content: out.content, is_error: out.is_error === true }
     } catch (err) {
       if (signal.aborted) throw signal.reason
@@ -157,7 +195,10 @@ export class TurnRunner {
   private complete(turn: Turn, stopReason: string, before: PendingEvent[] = [], last?: LlmResponse): TurnResult {
     const usage = turnUsage(turn.record, turn.number)
     const parts = [outputTextSince(turn.record, turn.startSeq), last ? textOf(last.content) : ''].filter(Boolean)
-    const total = { input_tokens: usage.input_tokens + (last?.usage.input_tokens ?? 0), output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0) }
+    const total = {
+      input_tokens: usage.input_tokens + (last?.usage.input_tokens ?? 0),
+      output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0),
+    }
     turn.emit([...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason } }])
     return turnResult(turn, 'completed', stopReason, [])
   }
@@ -172,9 +213,12 @@ export class TurnRunner {
   /** Ends the open turn as failed; returns the error the caller should see. */
   private async fail(turn: Turn, err: unknown): Promise<BurrowError> {
     const { session, signal } = turn
-    const e = signal.aborted && !(err instanceof BurrowError && err.code !== 'INTERRUPTED')
-      ? (signal.reason instanceof BurrowError ? signal.reason : new BurrowError('INTERRUPTED'))
-      : toBurrowError(err)
+    const e =
+      signal.aborted && !(err instanceof BurrowError && err.code !== 'INTERRUPTED')
+        ? signal.reason instanceof BurrowError
+          ? signal.reason
+          : new BurrowError('INTERRUPTED')
+        : toBurrowError(err)
     if (e.code === 'INTERNAL') this.deps.logger.error({ err, session_id: session.id, turn: turn.number }, 'turn failed')
     if (session.broken) return e
     // A provider that refuses the request itself would refuse it again: the turn is rolled back out of the history.

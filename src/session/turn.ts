@@ -44,7 +44,9 @@ export class Turn implements RunningWork {
     return new Turn(session, start.kind === 'tool_results' ? r.open_turn!.turn : r.turn_count + 1, sink)
   }
 
-  get record(): SessionRecord { return this.session.record }
+  get record(): SessionRecord {
+    return this.session.record
+  }
 
   /** Records events of this turn (see LiveSession.emit). */
   emit(events: readonly PendingEvent[]): EventEnvelope[] {

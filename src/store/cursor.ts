@@ -10,6 +10,8 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { after?: unknown }
     if (typeof v.after === 'string' && v.after.length > 0 && v.after.length <= 64) return v.after
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   throw invalidRequest('query/cursor', 'is not a cursor this server issued')
 }

@@ -6,7 +6,9 @@ import { join } from 'node:path'
 
 export class DataDirLockedError extends Error {
   constructor(dir: string) {
-    super(`The data directory ${dir} is in use by another Burrow process. Stop it, use another BURROW_DATA_DIR, or talk to the running server over HTTP.`)
+    super(
+      `The data directory ${dir} is in use by another Burrow process. Stop it, use another BURROW_DATA_DIR, or talk to the running server over HTTP.`,
+    )
     this.name = 'DataDirLockedError'
   }
 }
@@ -18,7 +20,10 @@ export class DataDirLockedError extends Error {
  * abstract namespace when the directory path is too long for a socket path.
  */
 export class DataDirLock {
-  private constructor(private readonly server: net.Server, private readonly path: string | null) {}
+  private constructor(
+    private readonly server: net.Server,
+    private readonly path: string | null,
+  ) {}
 
   static async acquire(dir: string): Promise<DataDirLock> {
     const real = realpathSync(dir)
@@ -58,7 +63,10 @@ function listen(path: string): Promise<net.Server> {
 function alive(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = net.connect(path)
-    s.once('connect', () => { s.destroy(); resolve(true) })
+    s.once('connect', () => {
+      s.destroy()
+      resolve(true)
+    })
     s.once('error', () => resolve(false))
   })
 }

@@ -18,10 +18,13 @@ interface Queued {
 
 /** One batch: what it took from the queue and the stored state it wrote. */
 interface Batch {
-  queued: Map<string, Queued>; written: Map<string, Known>
+  queued: Map<string, Queued>
+  written: Map<string, Known>
   /** With fsync durability: the flush of the transaction the batch was written in (taken inside it). */
   flushed?: Promise<void>
-  settled: Promise<void>; resolve: () => void; reject: (err: unknown) => void
+  settled: Promise<void>
+  resolve: () => void
+  reject: (err: unknown) => void
 }
 
 const KNOWN_MAX = 50_000
@@ -52,9 +55,15 @@ export class LmdbBatchWriter {
   private readonly known = new Map<string, Known>()
 
   /** `durable`: commits resolve once flushed to disk (fsync durability), not only committed. */
-  constructor(private readonly env: LmdbEnv, private readonly durable: boolean, private readonly health?: WriteHealth) {}
+  constructor(
+    private readonly env: LmdbEnv,
+    private readonly durable: boolean,
+    private readonly health?: WriteHealth,
+  ) {}
 
-  private get dbs(): BurrowDbs { return this.env.dbs }
+  private get dbs(): BurrowDbs {
+    return this.env.dbs
+  }
 
   /**
    * Queues events (consecutive seqs after the session's stored or queued ones) with the
@@ -65,12 +74,14 @@ export class LmdbBatchWriter {
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
     const sid = snapshot.session_id
     const q = this.queued.get(sid)
-    let expected = (q ? q.events[q.events.length - 1]!.seq : this.knownOf(sid)?.lastSeq ?? 0) + 1
+    let expected = (q ? q.events[q.events.length - 1]!.seq : (this.knownOf(sid)?.lastSeq ?? 0)) + 1
     for (const e of events) {
-      if (e.session_id !== sid || e.seq !== expected) return Promise.reject(new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`))
+      if (e.session_id !== sid || e.seq !== expected)
+        return Promise.reject(new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`))
       expected++
     }
-    if (snapshot.last_seq !== expected - 1) return Promise.reject(new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`))
+    if (snapshot.last_seq !== expected - 1)
+      return Promise.reject(new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`))
     if (q) {
       for (const e of events) q.events.push(e)
       q.snapshot = snapshot
@@ -78,10 +89,15 @@ export class LmdbBatchWriter {
     }
     let resolve!: () => void
     let reject!: (err: unknown) => void
-    const settled = new Promise<void>((res, rej) => { resolve = res; reject = rej })
+    const settled = new Promise<void>((res, rej) => {
+      resolve = res
+      reject = rej
+    })
     this.queued.set(sid, { sid, events: events.slice(), snapshot, settled, resolve, reject })
     this.unsettled.set(sid, settled)
-    const clear = () => { if (this.unsettled.get(sid) === settled) this.unsettled.delete(sid) }
+    const clear = () => {
+      if (this.unsettled.get(sid) === settled) this.unsettled.delete(sid)
+    }
     settled.then(clear, clear)
     this.schedule()
     return settled
@@ -111,19 +127,29 @@ export class LmdbBatchWriter {
   }
 
   /** Forgets what is known of every session (after a change made outside this writer). */
-  forgetAll(): void { this.known.clear() }
+  forgetAll(): void {
+    this.known.clear()
+  }
 
   private schedule(): Promise<void> {
     if (this.next) return this.next.settled
     let resolve!: () => void
     let reject!: (err: unknown) => void
-    const settled = new Promise<void>((res, rej) => { resolve = res; reject = rej })
+    const settled = new Promise<void>((res, rej) => {
+      resolve = res
+      reject = rej
+    })
     settled.catch(() => undefined) // commits learn of a failure through their own promises
     const batch: Batch = { queued: new Map(), written: new Map(), settled, resolve, reject }
     this.next = batch
     // lmdb-js runs the callback when its write thread starts the next transaction: under load, after the
     // one being committed — meanwhile the sessions' next events join this batch.
-    this.dbs.events.childTransaction(() => this.write(batch)).then(() => this.finish(batch), (err: unknown) => this.finish(batch, err))
+    this.dbs.events
+      .childTransaction(() => this.write(batch))
+      .then(
+        () => this.finish(batch),
+        (err: unknown) => this.finish(batch, err),
+      )
     return settled
   }
 
@@ -147,8 +173,20 @@ export class LmdbBatchWriter {
     if (err === undefined && batch.flushed) {
       const flushed = batch.flushed
       // Kept on the batch while it waits, so a failure of a later batch can end the wait (see below).
-      flushed.then(() => { if (batch.flushed === flushed) { delete batch.flushed; this.finish(batch) } },
-        (e: unknown) => { if (batch.flushed === flushed) { delete batch.flushed; this.finish(batch, e) } })
+      flushed.then(
+        () => {
+          if (batch.flushed === flushed) {
+            delete batch.flushed
+            this.finish(batch)
+          }
+        },
+        (e: unknown) => {
+          if (batch.flushed === flushed) {
+            delete batch.flushed
+            this.finish(batch, e)
+          }
+        },
+      )
       return
     }
     if (!this.inflight.has(batch) && this.next !== batch) return // already finished
@@ -165,7 +203,10 @@ export class LmdbBatchWriter {
     if (err === undefined) {
       this.health?.succeeded()
       for (const q of batch.queued.values()) {
-        if (q.failed) { this.known.delete(q.sid); q.reject(q.failed) } else q.resolve()
+        if (q.failed) {
+          this.known.delete(q.sid)
+          q.reject(q.failed)
+        } else q.resolve()
       }
       batch.resolve()
       return
@@ -173,14 +214,20 @@ export class LmdbBatchWriter {
     // Aborted, or the transaction failed to commit (disk full, I/O error): nothing of the batch is stored.
     const failure = storeUnavailable(err, 'session events')
     this.health?.failed(err)
-    for (const q of batch.queued.values()) { this.known.delete(q.sid); q.reject(failure) }
+    for (const q of batch.queued.values()) {
+      this.known.delete(q.sid)
+      q.reject(failure)
+    }
     for (const sid of batch.written.keys()) this.known.delete(sid)
     batch.reject(failure)
     // lmdb-js drops the flush resolvers of the transactions around a failed commit: a batch still waiting
     // for its flush may never hear of it. Its durability is unknown, so it is not acknowledged (what it
     // wrote is read back from the store by whoever loads those sessions next).
     for (const other of [...this.inflight]) {
-      if (other.flushed) { delete other.flushed; this.finish(other, err) }
+      if (other.flushed) {
+        delete other.flushed
+        this.finish(other, err)
+      }
     }
   }
 
@@ -193,7 +240,10 @@ export class LmdbBatchWriter {
       const next = (k?.lastSeq ?? 0) + 1
       // A batch before this one failed after these events were queued: they no longer follow the log.
       if (q.events[0]!.seq !== next) {
-        q.failed = storeUnavailable(new Error(`an earlier write failed: expected seq ${next}, got ${q.events[0]!.seq}`), `events of session ${q.sid}`)
+        q.failed = storeUnavailable(
+          new Error(`an earlier write failed: expected seq ${next}, got ${q.events[0]!.seq}`),
+          `events of session ${q.sid}`,
+        )
         continue
       }
       written.set(q.sid, sessionWrites(this.dbs, q.events, q.snapshot, k, ops))
@@ -232,4 +282,3 @@ function first<T>(set: Set<T>): T | undefined {
   for (const x of set) return x
   return undefined
 }
-

@@ -30,13 +30,27 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
   mkdirSync(dataDir, { recursive: true })
   // relaxed: no fsync at all — a commit is in the OS's page cache, which survives the process
   // (kill -9) but not a power loss; fsync: every acknowledged commit is flushed first.
-  const root: RootDatabase = open({ path: join(dataDir, 'lmdb'), maxDbs: 20, noMemInit: true, ...(durability === 'relaxed' ? { noSync: true } : {}) })
+  const root: RootDatabase = open({
+    path: join(dataDir, 'lmdb'),
+    maxDbs: 20,
+    noMemInit: true,
+    ...(durability === 'relaxed' ? { noSync: true } : {}),
+  })
   const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name, encoding: 'json' })
   const dbs: BurrowDbs = {
     // meta keeps lmdb-js's default encoding (msgpack), as every schema so far: its version always reads.
-    meta: root.openDB<unknown, string>({ name: 'meta' }), events: db('events'), heads: db('heads'), configs: db('configs'), notes: db('notes'), turnUsage: db('turn_usage'),
-    byTenant: db('by_tenant'), byStatus: db('by_status'), running: db('running'), checkpoints: db('projection_checkpoints'),
-    pending: db('projection_pending'), idempotency: db('idempotency'),
+    meta: root.openDB<unknown, string>({ name: 'meta' }),
+    events: db('events'),
+    heads: db('heads'),
+    configs: db('configs'),
+    notes: db('notes'),
+    turnUsage: db('turn_usage'),
+    byTenant: db('by_tenant'),
+    byStatus: db('by_status'),
+    running: db('running'),
+    checkpoints: db('projection_checkpoints'),
+    pending: db('projection_pending'),
+    idempotency: db('idempotency'),
   }
   const version = dbs.meta.get('schema_version')
   let migrated: Migrated | undefined
@@ -47,13 +61,19 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
     await root.flushed
   } else if (version !== SCHEMA_VERSION) {
     await root.close()
-    throw new SchemaMismatchError(`The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}` +
-      (version === 2 ? ' and upgrades version 2 when the service opens it.' : '.'))
+    throw new SchemaMismatchError(
+      `The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}` +
+        (version === 2 ? ' and upgrades version 2 when the service opens it.' : '.'),
+    )
   }
   let closing: Promise<void> | null = null
   return {
-    root, dbs, ...(migrated ? { migrated } : {}),
-    async flushed() { await root.flushed },
+    root,
+    dbs,
+    ...(migrated ? { migrated } : {}),
+    async flushed() {
+      await root.flushed
+    },
     close() {
       closing ??= root.close()
       return closing

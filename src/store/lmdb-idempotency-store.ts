@@ -4,7 +4,11 @@ import type { WriteHealth } from '../core/write-health.js'
 
 /** Idempotency records in LMDB, so a retry after a restart still gets the first result. */
 export class LmdbIdempotencyStore implements IdempotencyStore {
-  constructor(private readonly db: Database<unknown, string>, private readonly ttlMs: number, private readonly health: WriteHealth) {}
+  constructor(
+    private readonly db: Database<unknown, string>,
+    private readonly ttlMs: number,
+    private readonly health: WriteHealth,
+  ) {}
 
   async get(key: string): Promise<IdempotencyRecord | undefined> {
     const r = this.db.get(key) as IdempotencyRecord | undefined
@@ -21,20 +25,31 @@ export class LmdbIdempotencyStore implements IdempotencyStore {
   }
 
   deletePrefix(prefix: string): Promise<void> {
-    return this.write(() => this.db.childTransaction(() => {
-      for (const k of this.db.getKeys({ start: prefix, end: `${prefix}\uffff` })) this.db.remove(k)
-    }), 'idempotency records')
+    return this.write(
+      () =>
+        this.db.childTransaction(() => {
+          for (const k of this.db.getKeys({ start: prefix, end: `${prefix}\uffff` })) this.db.remove(k)
+        }),
+      'idempotency records',
+    )
   }
 
   /** Drops expired records (run at open and periodically). */
   async sweep(): Promise<number> {
     let n = 0
     const now = Date.now()
-    await this.write(() => this.db.childTransaction(() => {
-      for (const { key, value } of this.db.getRange()) {
-        if (now - (value as IdempotencyRecord).created_at >= this.ttlMs) { this.db.remove(key); n++ }
-      }
-    }), 'the idempotency sweep')
+    await this.write(
+      () =>
+        this.db.childTransaction(() => {
+          for (const { key, value } of this.db.getRange()) {
+            if (now - (value as IdempotencyRecord).created_at >= this.ttlMs) {
+              this.db.remove(key)
+              n++
+            }
+          }
+        }),
+      'the idempotency sweep',
+    )
     return n
   }
 

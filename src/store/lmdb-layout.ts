@@ -21,9 +21,13 @@ export function fromTuple(t: UsageTuple): TurnUsage {
 }
 
 /** The snapshot as stored: the record without what lives in other keys (configuration, notes, long lists). */
-export type Head = Omit<SessionRecord, 'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn' | 'history_generation'> & {
+export type Head = Omit<
+  SessionRecord,
+  'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn' | 'history_generation'
+> & {
   /** The record's `history_generation` (schema-3 heads written before rollbacks existed hold `compactions`, the same number). */
-  message_count: number; message_generation: number
+  message_count: number
+  message_generation: number
   /** The log row from which the current history's messages are read (the row of the last compaction, or the first). */
   messages_from: number
   /** Usage of the turns of the last usage chunk (the one still filling): it rides in the head, so a turn writes no row of its own. */
@@ -64,7 +68,9 @@ export function rowMessages(row: LogRow): { i: number; m: Message[]; s: number[]
   const m = part.m.map((x) => {
     if (!('r' in x)) return x
     const e = row.e[x.r]!
-    return e.type === 'assistant_message' ? (e.data as EventData['assistant_message']).message : { role: 'user' as const, content: (e.data as EventData['turn_started']).input! }
+    return e.type === 'assistant_message'
+      ? (e.data as EventData['assistant_message']).message
+      : { role: 'user' as const, content: (e.data as EventData['turn_started']).input! }
   })
   return { i: part.i, m, s: part.s, t: part.t }
 }
@@ -88,9 +94,11 @@ function rowJson(events: readonly EventEnvelope[], s: SessionRecord, from: numbe
       const msg = s.messages[i]!
       const k = s.message_seqs[i]! - first
       const e = k >= 0 && k < events.length ? events[k]! : undefined
-      const own = e !== undefined && (e.type === 'assistant_message'
-        ? (e.data as EventData['assistant_message']).message === msg
-        : e.type === 'turn_started' && msg.role === 'user' && msg.content === (e.data as EventData['turn_started']).input)
+      const own =
+        e !== undefined &&
+        (e.type === 'assistant_message'
+          ? (e.data as EventData['assistant_message']).message === msg
+          : e.type === 'turn_started' && msg.role === 'user' && msg.content === (e.data as EventData['turn_started']).input)
       parts.push(own ? `{"r":${k}}` : JSON.stringify(msg))
     }
     out += `,"m":{"i":${from},"m":[${parts.join(',')}],"s":${JSON.stringify(s.message_seqs.slice(from))},"t":${JSON.stringify(s.message_turns.slice(from))}}`
@@ -100,12 +108,22 @@ function rowJson(events: readonly EventEnvelope[], s: SessionRecord, from: numbe
 
 /** What a write needs to know of a session's stored state (the writer keeps it per session: one writer per data dir). */
 export interface Known {
-  lastSeq: number; messageCount: number; generation: number; messagesFrom: number
-  status: string; running: boolean; marked: boolean; usageChunk: number
+  lastSeq: number
+  messageCount: number
+  generation: number
+  messagesFrom: number
+  status: string
+  running: boolean
+  marked: boolean
+  usageChunk: number
 }
 
 /** One write of a batch: a serialized value, or a removal. */
-export interface Op { db: Database<unknown, any>; key: Key; value?: Buffer }
+export interface Op {
+  db: Database<unknown, any>
+  key: Key
+  value?: Buffer
+}
 
 /**
  * Appends to `ops` what storing `events` (consecutive, following the stored state `k`) and the
@@ -115,7 +133,8 @@ export interface Op { db: Database<unknown, any>; key: Key; value?: Buffer }
  */
 export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s: SessionRecord, k: Known | undefined, ops: Op[]): Known {
   const sid = s.session_id
-  if (s.last_seq !== events[events.length - 1]!.seq) throw new Error(`snapshot of ${sid} is at seq ${s.last_seq}, log at ${events[events.length - 1]!.seq}`)
+  if (s.last_seq !== events[events.length - 1]!.seq)
+    throw new Error(`snapshot of ${sid} is at seq ${s.last_seq}, log at ${events[events.length - 1]!.seq}`)
   const tenant = s.config.tenant
   if (!k) {
     ops.push({ db: d.configs, key: sid, value: json(s.config) })
@@ -157,8 +176,14 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
   if (!k?.marked) ops.push({ db: d.pending, key: sid, value: ONE })
   ops.push({ db: d.heads, key: sid, value: json(headOf(s, messagesFrom)) })
   return {
-    lastSeq: s.last_seq, messageCount: s.messages.length, generation: s.history_generation, messagesFrom,
-    status: s.status, running, marked: true, usageChunk: tail,
+    lastSeq: s.last_seq,
+    messageCount: s.messages.length,
+    generation: s.history_generation,
+    messagesFrom,
+    status: s.status,
+    running,
+    marked: true,
+    usageChunk: tail,
   }
 }
 
@@ -175,8 +200,13 @@ export function readKnown(d: BurrowDbs, sid: string): Known | undefined {
   const h = d.heads.get(sid) as Head | undefined
   if (!h) return undefined
   return {
-    lastSeq: h.last_seq, messageCount: h.message_count, generation: h.message_generation, messagesFrom: h.messages_from, status: h.status,
-    running: h.open_turn?.state === 'running', marked: d.pending.get(sid) !== undefined,
+    lastSeq: h.last_seq,
+    messageCount: h.message_count,
+    generation: h.message_generation,
+    messagesFrom: h.messages_from,
+    status: h.status,
+    running: h.open_turn?.state === 'running',
+    marked: d.pending.get(sid) !== undefined,
     usageChunk: h.usage_tail.length > 0 ? usageChunk(h.usage_tail[0]![0]) : 0,
   }
 }
@@ -190,11 +220,22 @@ export function headOf(r: SessionRecord, messagesFrom: number): Head {
     while (i > 0 && usageChunk(usage[i - 1]!.turn) === tail) i--
   }
   return {
-    created_at: r.created_at, updated_at: r.updated_at, status: r.status, turn_count: r.turn_count,
-    last_seq: r.last_seq, usage: r.usage, tool_stats: r.tool_stats, open_turn: r.open_turn, last_input_tokens: r.last_input_tokens,
-    history_chars: r.history_chars, session_boundary_index: r.session_boundary_index,
-    last_compaction_boundary_index: r.last_compaction_boundary_index, compactions: r.compactions,
-    message_count: r.messages.length, message_generation: r.history_generation, messages_from: messagesFrom,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    status: r.status,
+    turn_count: r.turn_count,
+    last_seq: r.last_seq,
+    usage: r.usage,
+    tool_stats: r.tool_stats,
+    open_turn: r.open_turn,
+    last_input_tokens: r.last_input_tokens,
+    history_chars: r.history_chars,
+    session_boundary_index: r.session_boundary_index,
+    last_compaction_boundary_index: r.last_compaction_boundary_index,
+    compactions: r.compactions,
+    message_count: r.messages.length,
+    message_generation: r.history_generation,
+    messages_from: messagesFrom,
     usage_tail: usage.slice(i).map(toTuple),
   }
 }

@@ -7,7 +7,11 @@ import { applyWrites, sessionWrites, type Known, type Op } from './lmdb-layout.j
 /** The session reducer (injected: the store does not depend on the session layer). */
 export type Fold = (record: SessionRecord | undefined, e: EventEnvelope) => SessionRecord
 
-export interface Migrated { from: number; sessions: number; events: number }
+export interface Migrated {
+  from: number
+  sessions: number
+  events: number
+}
 
 /** Events per log row written by the migration (a live batch writes what it has). */
 const ROW_EVENTS = 256
@@ -33,7 +37,18 @@ export function migrateFromV2(root: RootDatabase, dbs: BurrowDbs, fold: Fold): M
     const ids = [...oldHeads.getKeys()] as string[]
     const idempotency = [...oldIdempotency.getRange()].map(({ key, value }) => ({ key, value }))
     // Derived or re-encoded: emptied first, written again below.
-    const derived: Array<Database<unknown, Key>> = [dbs.heads, dbs.configs, dbs.notes, dbs.turnUsage, dbs.byTenant, dbs.byStatus, dbs.running, dbs.checkpoints, dbs.pending, dbs.idempotency]
+    const derived: Array<Database<unknown, Key>> = [
+      dbs.heads,
+      dbs.configs,
+      dbs.notes,
+      dbs.turnUsage,
+      dbs.byTenant,
+      dbs.byStatus,
+      dbs.running,
+      dbs.checkpoints,
+      dbs.pending,
+      dbs.idempotency,
+    ]
     for (const db of derived) {
       for (const key of db.getKeys()) db.remove(key)
     }
@@ -54,7 +69,11 @@ export function migrateFromV2(root: RootDatabase, dbs: BurrowDbs, fold: Fold): M
         known = sessionWrites(dbs, rows, record!, known, ops)
         applyWrites(ops)
       }
-      if (record) { migrated.add(sid); sessions++; events += log.length }
+      if (record) {
+        migrated.add(sid)
+        sessions++
+        events += log.length
+      }
     }
     // Events of sessions without a snapshot (none are expected) would otherwise stay behind in the old encoding.
     for (const key of oldEvents.getKeys()) if (!migrated.has((key as [string, number])[0])) oldEvents.remove(key)

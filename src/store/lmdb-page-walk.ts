@@ -18,7 +18,10 @@ const P_INVALID = 0xffff_ffff_ffff_ffffn
 const MAX_DEPTH = 32
 
 /** One B-tree to walk: its root page and what it is, for the message. */
-export interface TreeRoot { root: bigint; name: string }
+export interface TreeRoot {
+  root: bigint
+  name: string
+}
 
 /**
  * Walks every tree of a snapshot (the free-page tree, the main tree and every named database in it)
@@ -61,7 +64,8 @@ export async function findBrokenPage(fh: FileHandle, pageSize: number, filePages
         if (data + 24 > pageSize) return `page ${pgno} of its ${tree} tree has a node outside the page`
         const first = page.readBigUInt64LE(data)
         const last = first + page.readBigUInt64LE(data + 16) - 1n
-        if (last >= filePages) return `its ${tree} tree references overflow pages ${first}…${last}, past the end of the file (${filePages} pages)`
+        if (last >= filePages)
+          return `its ${tree} tree references overflow pages ${first}…${last}, past the end of the file (${filePages} pages)`
       } else if (nodeFlags & F_SUBDATA) {
         if (data + DB_ROOT + 8 > pageSize) return `page ${pgno} of its ${tree} tree has a node outside the page`
         const root = page.readBigUInt64LE(data + DB_ROOT)

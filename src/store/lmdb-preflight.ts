@@ -40,7 +40,14 @@ const MIN_PAGE = 512
 const MAX_PAGE = 0x10000
 const MAX_DEPTH = 32 // CURSOR_STACK: no tree LMDB can walk is deeper
 
-interface Meta { pageSize: number; lastPage: bigint; txnid: bigint; freeRoot: bigint; mainRoot: bigint; flaw: string | null }
+interface Meta {
+  pageSize: number
+  lastPage: bigint
+  txnid: bigint
+  freeRoot: bigint
+  mainRoot: bigint
+  flaw: string | null
+}
 
 /**
  * Checks an LMDB data file (`data.mdb`) before it is opened: LMDB maps the file and trusts its meta
@@ -80,18 +87,24 @@ export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
 
 async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
   const page0 = await readAt(fh, 0, PAGE_HEADER + META_SIZE)
-  if (page0.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its first meta page` }
+  if (page0.length < PAGE_HEADER + META_SIZE)
+    return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its first meta page` }
   const m0 = parseMeta(page0, true, null)
   if (m0.flaw) return { state: 'damaged', problem: `has a damaged meta page 0 (${m0.flaw})` }
   const ps = m0.pageSize
   let chosen = m0
   let note: string | undefined
-  for (const [at, where, stamped] of [[ps / 2, 'copy of the flushed meta in page 0', false], [ps, 'meta page 1', true]] as const) {
+  for (const [at, where, stamped] of [
+    [ps / 2, 'copy of the flushed meta in page 0', false],
+    [ps, 'meta page 1', true],
+  ] as const) {
     const buf = await readAt(fh, at, PAGE_HEADER + META_SIZE)
-    if (buf.length < PAGE_HEADER + META_SIZE) return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its second meta page` }
+    if (buf.length < PAGE_HEADER + META_SIZE)
+      return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its second meta page` }
     const m = parseMeta(buf, stamped, ps)
     if (m.txnid <= chosen.txnid) {
-      if (m.flaw && stamped) note = `${where} is damaged (${m.flaw}); LMDB uses the snapshot of transaction ${chosen.txnid}, so the last transaction may be lost`
+      if (m.flaw && stamped)
+        note = `${where} is damaged (${m.flaw}); LMDB uses the snapshot of transaction ${chosen.txnid}, so the last transaction may be lost`
       continue
     }
     if (m.flaw) return { state: 'damaged', problem: `has a damaged ${where} (${m.flaw}), the one LMDB would open` }
@@ -102,7 +115,10 @@ async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
     // Shorter than the snapshot's last page: fine when the pages past the end are free (pages a
     // transaction took and gave back are never written), a crash waiting to happen when a tree
     // still uses one. Only walking the trees tells.
-    const broken = await findBrokenPage(fh, ps, filePages, [{ root: chosen.freeRoot, name: 'free-page' }, { root: chosen.mainRoot, name: 'main' }])
+    const broken = await findBrokenPage(fh, ps, filePages, [
+      { root: chosen.freeRoot, name: 'free-page' },
+      { root: chosen.mainRoot, name: 'main' },
+    ])
     if (broken) return { state: 'damaged', problem: `is truncated or damaged: ${size} bytes, and ${broken}` }
   }
   return { state: 'ok', pageSize: ps, txnid: chosen.txnid, lastPage: chosen.lastPage, fileSize: size, ...(note ? { note } : {}) }
@@ -136,10 +152,14 @@ function parseMeta(page: Buffer, stamped: boolean, pageSize: number | null): Met
   const flaw = (() => {
     if (stamped && (page.readUInt16LE(PAGE_FLAGS) & P_META) === 0) return 'not marked as a meta page'
     if (stamped && m.readUInt32LE(0) !== MAGIC) return 'no LMDB magic number'
-    if (stamped && (m.readUInt32LE(4) & 0xffff) !== DATA_VERSION) return `format version ${m.readUInt32LE(4) & 0xffff}, expected ${DATA_VERSION}`
+    if (stamped && (m.readUInt32LE(4) & 0xffff) !== DATA_VERSION)
+      return `format version ${m.readUInt32LE(4) & 0xffff}, expected ${DATA_VERSION}`
     if (!isPageSize(ps) || (pageSize !== null && ps !== pageSize)) return `page size ${ps}`
     if (lastPage < 1n) return `last page ${lastPage}`
-    for (const [off, name] of [[FREE_DB, 'free-page'], [MAIN_DB, 'main']] as const) {
+    for (const [off, name] of [
+      [FREE_DB, 'free-page'],
+      [MAIN_DB, 'main'],
+    ] as const) {
       const root = m.readBigUInt64LE(off + 40)
       if (root !== P_INVALID && (root < 2n || root > lastPage)) return `${name} tree root ${root} outside pages 2…${lastPage}`
       if (m.readUInt16LE(off + 6) > MAX_DEPTH) return `${name} tree depth ${m.readUInt16LE(off + 6)}`

@@ -12,7 +12,11 @@ const PROBE_VALUE = 'p'.repeat(1000)
 /** The probe a WriteHealth of an LMDB environment runs (see core/write-health.ts). */
 export function lmdbProbe(db: Database<unknown, string>): () => Promise<void> {
   return async () => {
-    await db.transaction(() => { for (let i = 0; i < PROBE_VALUES; i++) void db.put(`__probe__${i}`, PROBE_VALUE) })
-    await db.transaction(() => { for (let i = 0; i < PROBE_VALUES; i++) void db.remove(`__probe__${i}`) })
+    await db.transaction(() => {
+      for (let i = 0; i < PROBE_VALUES; i++) void db.put(`__probe__${i}`, PROBE_VALUE)
+    })
+    await db.transaction(() => {
+      for (let i = 0; i < PROBE_VALUES; i++) void db.remove(`__probe__${i}`)
+    })
   }
 }

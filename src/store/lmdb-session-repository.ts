@@ -28,8 +28,12 @@ export class LmdbSessionRepository implements SessionRepository {
   private readonly writer: LmdbBatchWriter
   private readonly health: WriteHealth
 
-  private constructor(private readonly env: LmdbEnv, private readonly durability: 'fsync' | 'relaxed', idempotencyTtlMs: number,
-    onHealth?: (writable: boolean, err?: unknown) => void) {
+  private constructor(
+    private readonly env: LmdbEnv,
+    private readonly durability: 'fsync' | 'relaxed',
+    idempotencyTtlMs: number,
+    onHealth?: (writable: boolean, err?: unknown) => void,
+  ) {
     this.dbs = env.dbs
     this.health = new WriteHealth(lmdbProbe(env.dbs.meta), onHealth)
     this.writer = new LmdbBatchWriter(env, durability === 'fsync', this.health)
@@ -37,21 +41,35 @@ export class LmdbSessionRepository implements SessionRepository {
   }
 
   /** `fold` (the session reducer) lets opening upgrade a directory of an older schema by replaying its logs. */
-  static async open(dataDir: string, opts: {
-    durability: 'fsync' | 'relaxed'; idempotencyTtlMs: number; fold?: Fold
-    /** Told when writes start failing (with the error) and when they work again. */
-    onHealth?: (writable: boolean, err?: unknown) => void
-  }): Promise<LmdbSessionRepository> {
-    return new LmdbSessionRepository(await openLmdbEnv(dataDir, opts.durability, opts.fold), opts.durability, opts.idempotencyTtlMs, opts.onHealth)
+  static async open(
+    dataDir: string,
+    opts: {
+      durability: 'fsync' | 'relaxed'
+      idempotencyTtlMs: number
+      fold?: Fold
+      /** Told when writes start failing (with the error) and when they work again. */
+      onHealth?: (writable: boolean, err?: unknown) => void
+    },
+  ): Promise<LmdbSessionRepository> {
+    return new LmdbSessionRepository(
+      await openLmdbEnv(dataDir, opts.durability, opts.fold),
+      opts.durability,
+      opts.idempotencyTtlMs,
+      opts.onHealth,
+    )
   }
 
-  writable(): boolean { return this.health.writable }
+  writable(): boolean {
+    return this.health.writable
+  }
 
   /** Sessions outlive the process here. */
   requirePersistence(): void {}
 
   /** What opening upgraded, if it did. */
-  get migrated(): Migrated | undefined { return this.env.migrated }
+  get migrated(): Migrated | undefined {
+    return this.env.migrated
+  }
 
   readonly events = {
     readAfter: async (sessionId: string, after: number, upTo = Infinity, limit = Infinity): Promise<EventEnvelope[]> => {
@@ -108,7 +126,9 @@ export class LmdbSessionRepository implements SessionRepository {
     runningTurns: async (): Promise<string[]> => [...this.dbs.running.getKeys()] as string[],
     allIds: (): AsyncIterable<string> => {
       const keys = this.dbs.heads.getKeys()
-      return (async function* () { for (const k of keys) yield k as string })()
+      return (async function* () {
+        for (const k of keys) yield k as string
+      })()
     },
   }
 
@@ -152,8 +172,15 @@ export class LmdbSessionRepository implements SessionRepository {
     const { message_count: _c, message_generation: generation, messages_from: _f, usage_tail: tail, ...rest } = head
     for (const t of tail) usage.push(fromTuple(t))
     return {
-      session_id: sid, ...rest, config: this.dbs.configs.get(sid) as SessionConfig, notes: (this.dbs.notes.get(sid) as SessionNote[] | undefined) ?? [],
-      messages, message_seqs: seqs, message_turns: turns, usage_by_turn: usage, history_generation: generation,
+      session_id: sid,
+      ...rest,
+      config: this.dbs.configs.get(sid) as SessionConfig,
+      notes: (this.dbs.notes.get(sid) as SessionNote[] | undefined) ?? [],
+      messages,
+      message_seqs: seqs,
+      message_turns: turns,
+      usage_by_turn: usage,
+      history_generation: generation,
     }
   }
 

@@ -4,11 +4,17 @@ import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 export class MemoryIdempotencyStore implements IdempotencyStore {
   private readonly records = new Map<string, IdempotencyRecord>()
 
-  constructor(private readonly ttlMs: number, private readonly max = 100_000) {}
+  constructor(
+    private readonly ttlMs: number,
+    private readonly max = 100_000,
+  ) {}
 
   async get(key: string): Promise<IdempotencyRecord | undefined> {
     const r = this.records.get(key)
-    if (r && Date.now() - r.created_at >= this.ttlMs) { this.records.delete(key); return undefined }
+    if (r && Date.now() - r.created_at >= this.ttlMs) {
+      this.records.delete(key)
+      return undefined
+    }
     return r
   }
 

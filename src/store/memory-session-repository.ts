@@ -52,7 +52,9 @@ export class MemorySessionRepository implements SessionRepository {
       [...this.snapshots.values()].filter((r) => r.open_turn?.state === 'running').map((r) => r.session_id),
     allIds: (): AsyncIterable<string> => {
       const ids = [...this.snapshots.keys()]
-      return (async function* () { yield* ids })()
+      return (async function* () {
+        yield* ids
+      })()
     },
   }
 
@@ -75,7 +77,8 @@ export class MemorySessionRepository implements SessionRepository {
     const log = this.log.get(sid) ?? []
     let expected = (log.at(-1)?.seq ?? 0) + 1
     for (const e of events) {
-      if (e.session_id !== sid || e.seq !== expected) throw new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`)
+      if (e.session_id !== sid || e.seq !== expected)
+        throw new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`)
       expected++
     }
     if (snapshot.last_seq !== expected - 1) throw new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`)
@@ -94,7 +97,9 @@ export class MemorySessionRepository implements SessionRepository {
   }
 
   /** Process memory never refuses a write. */
-  writable(): boolean { return true }
+  writable(): boolean {
+    return true
+  }
 
   /** The reference holds sessions as a durable store does (for the life of the object). */
   requirePersistence(): void {}

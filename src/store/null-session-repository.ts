@@ -5,7 +5,9 @@ import type { EventStore, IdempotencyStore, ProjectionState, SessionRepository, 
 import type { Page, SessionSummary } from '../core/wire.js'
 import { MemoryIdempotencyStore } from './memory-idempotency-store.js'
 
-const refuse = (): never => { throw new BurrowError('SESSION_PERSISTENCE_DISABLED') }
+const refuse = (): never => {
+  throw new BurrowError('SESSION_PERSISTENCE_DISABLED')
+}
 
 /**
  * The repository of ephemeral mode (`BURROW_SESSION_STORE=off`): sessions live only in the
@@ -43,9 +45,15 @@ export class NullSessionRepository implements SessionRepository {
   }
 
   commit(_events: readonly EventEnvelope[], _snapshot: SessionRecord): void {}
-  requirePersistence(): never { return refuse() }
+  requirePersistence(): never {
+    return refuse()
+  }
   /** Process memory never refuses a write. */
-  writable(): boolean { return true }
-  async deleteSession(_sessionId: string, _tenant: string): Promise<void> { refuse() }
+  writable(): boolean {
+    return true
+  }
+  async deleteSession(_sessionId: string, _tenant: string): Promise<void> {
+    refuse()
+  }
   async close(): Promise<void> {}
 }

@@ -34,12 +34,15 @@ export function assertJsonDepth(value: unknown, schema: Schema | undefined, root
     if (!isContainer(n.value)) continue
     const s = n.schema === undefined ? undefined : structural(n.schema, n.value)
     if (s === undefined) {
-      if (depthExceeds(n.value, max)) throw new BurrowError('INVALID_REQUEST', `${n.path} nests deeper than ${max} levels.`, { field: n.path })
+      if (depthExceeds(n.value, max))
+        throw new BurrowError('INVALID_REQUEST', `${n.path} nests deeper than ${max} levels.`, { field: n.path })
       continue
     }
     if (Array.isArray(n.value)) {
       const items = isSchema(s.items) ? s.items : undefined
-      n.value.forEach((v, i) => { stack.push({ value: v, schema: items, path: `${n.path}/${i}` }) })
+      n.value.forEach((v, i) => {
+        stack.push({ value: v, schema: items, path: `${n.path}/${i}` })
+      })
     } else {
       for (const [k, v] of Object.entries(n.value)) stack.push({ value: v, schema: propertySchema(s, k), path: `${n.path}/${k}` })
     }
@@ -64,9 +67,10 @@ function structural(schema: Schema, value: object): Schema | undefined {
   }
   if (Array.isArray(value)) return schema.type === 'array' && isSchema(schema.items) ? schema : undefined
   if (schema.type !== 'object') return undefined
-  const closed = schema.additionalProperties === false
-    || (isSchema(schema.additionalProperties) && Object.keys(schema.additionalProperties).length > 0)
-    || isSchema(schema.patternProperties)
+  const closed =
+    schema.additionalProperties === false ||
+    (isSchema(schema.additionalProperties) && Object.keys(schema.additionalProperties).length > 0) ||
+    isSchema(schema.patternProperties)
   return closed ? schema : undefined
 }
 

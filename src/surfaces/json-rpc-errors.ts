@@ -1,7 +1,11 @@
 import { ERROR_TABLE, toBurrowError, type ErrorCode } from '../core/errors.js'
 
 /** A JSON-RPC error object on the one code table. */
-export interface RpcError { code: number; message: string; data: { code: ErrorCode; [k: string]: unknown } }
+export interface RpcError {
+  code: number
+  message: string
+  data: { code: ErrorCode; [k: string]: unknown }
+}
 
 /**
  * Anything thrown, as a JSON-RPC error: the table's number in `code` (or `number`, one of

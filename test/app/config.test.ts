@@ -17,16 +17,32 @@ t.test('defaults are those of docs/configuration.md', async (t) => {
   t.equal(c.openai.configured, false)
   t.equal(c.apiKeys.size, 0)
   t.equal(c.corsOrigins, undefined)
-  t.same(c.compactionDefaults, { auto_compact_threshold: 100_000, recent_turn_budget: 4, max_summary_tokens: 4096, min_turns_between_compactions: 3, max_history_messages: null })
+  t.same(c.compactionDefaults, {
+    auto_compact_threshold: 100_000,
+    recent_turn_budget: 4,
+    max_summary_tokens: 4096,
+    min_turns_between_compactions: 3,
+    max_history_messages: null,
+  })
 })
 
 t.test('values are parsed and checked', async (t) => {
   const c = loadConfig({
-    PORT: '9000', BURROW_API_KEYS: 'k1:alpha, k2:beta', OPENAI_BASE_URL: 'http://localhost:11434/v1/', BURROW_CORS_ORIGINS: 'https://a.example, https://b.example',
-    BURROW_SESSION_STORE: 'off', BURROW_DURABILITY: 'relaxed',
+    PORT: '9000',
+    BURROW_API_KEYS: 'k1:alpha, k2:beta',
+    OPENAI_BASE_URL: 'http://localhost:11434/v1/',
+    BURROW_CORS_ORIGINS: 'https://a.example, https://b.example',
+    BURROW_SESSION_STORE: 'off',
+    BURROW_DURABILITY: 'relaxed',
   })
   t.equal(c.port, 9000)
-  t.same([...c.apiKeys], [['k1', 'alpha'], ['k2', 'beta']])
+  t.same(
+    [...c.apiKeys],
+    [
+      ['k1', 'alpha'],
+      ['k2', 'beta'],
+    ],
+  )
   t.equal(c.openai.baseUrl, 'http://localhost:11434/v1')
   t.equal(c.openai.configured, true, 'a base URL alone configures a keyless compatible server')
   t.same(c.corsOrigins, ['https://a.example', 'https://b.example'])
@@ -35,14 +51,24 @@ t.test('values are parsed and checked', async (t) => {
 
 t.test('every bad variable is reported at once, by name, without echoing secrets', async (t) => {
   try {
-    loadConfig({ PORT: 'eighty', BURROW_SESSION_STORE: 'postgres', BURROW_API_KEYS: 'secretkey-without-tenant', OPENAI_BASE_URL: 'ftp://x', LOG_LEVEL: 'loud', BURROW_DEFAULT_MODEL: 'gpt4' })
+    loadConfig({
+      PORT: 'eighty',
+      BURROW_SESSION_STORE: 'postgres',
+      BURROW_API_KEYS: 'secretkey-without-tenant',
+      OPENAI_BASE_URL: 'ftp://x',
+      LOG_LEVEL: 'loud',
+      BURROW_DEFAULT_MODEL: 'gpt4',
+    })
     t.fail('should throw')
   } catch (err) {
     t.type(err, ConfigError)
     const e = err as ConfigError
     t.equal(e.problems.length, 6)
     for (const name of ['PORT', 'BURROW_SESSION_STORE', 'BURROW_API_KEYS', 'OPENAI_BASE_URL', 'LOG_LEVEL', 'BURROW_DEFAULT_MODEL']) {
-      t.ok(e.problems.some((p) => p.startsWith(name)), name)
+      t.ok(
+        e.problems.some((p) => p.startsWith(name)),
+        name,
+      )
     }
     t.notMatch(e.message, /secretkey/, 'the key is not printed')
   }
@@ -54,8 +80,16 @@ t.test('.env.example lists every variable the service reads, with its default', 
   const example = readFileSync(new URL('../../.env.example', import.meta.url), 'utf8')
   const listed = new Set([...example.matchAll(/^#?\s*([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!))
   t.ok(read.size > 20)
-  t.same([...read].filter((v) => !listed.has(v)), [], 'read but not in .env.example')
-  t.same([...listed].filter((v) => !read.has(v)), [], 'in .env.example but never read')
+  t.same(
+    [...read].filter((v) => !listed.has(v)),
+    [],
+    'read but not in .env.example',
+  )
+  t.same(
+    [...listed].filter((v) => !read.has(v)),
+    [],
+    'in .env.example but never read',
+  )
 })
 
 t.test('start-up checks: BURROW_ALLOW_EMPTY_STORE and BURROW_MIN_FREE_BYTES', async (t) => {
@@ -70,7 +104,10 @@ t.test('start-up checks: BURROW_ALLOW_EMPTY_STORE and BURROW_MIN_FREE_BYTES', as
     t.fail('should throw')
   } catch (err) {
     t.type(err, ConfigError)
-    t.same((err as ConfigError).problems.map((p) => p.split(' ')[0]), ['BURROW_ALLOW_EMPTY_STORE', 'BURROW_MIN_FREE_BYTES'])
+    t.same(
+      (err as ConfigError).problems.map((p) => p.split(' ')[0]),
+      ['BURROW_ALLOW_EMPTY_STORE', 'BURROW_MIN_FREE_BYTES'],
+    )
   }
 })
 

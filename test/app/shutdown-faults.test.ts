@@ -4,4 +4,6 @@ import t from 'tap'
 import { shutdownFaultsContract } from '../contract/shutdown-faults.contract.js'
 
 t.test('ephemeral', async (t) => shutdownFaultsContract(t, { env: { BURROW_SESSION_STORE: 'off' }, persistent: false }))
-t.test('lmdb', async (t) => shutdownFaultsContract(t, { env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' }, persistent: true }))
+t.test('lmdb', async (t) =>
+  shutdownFaultsContract(t, { env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' }, persistent: true }),
+)

@@ -25,7 +25,11 @@ export interface TurnPlan {
   readDelayMs?: number
 }
 
-export interface Frame { id: string | undefined; event: string; data: any }
+export interface Frame {
+  id: string | undefined
+  event: string
+  data: any
+}
 
 /** What one client got for one turn. */
 export interface TurnReceipt extends TurnPlan {
@@ -111,7 +115,11 @@ export function parseSse(text: string): Frame[] {
   const parser = createParser({
     onEvent(e) {
       let data: unknown = e.data
-      try { data = JSON.parse(e.data) } catch { /* not JSON: kept as text */ }
+      try {
+        data = JSON.parse(e.data)
+      } catch {
+        /* not JSON: kept as text */
+      }
       frames.push({ id: e.id, event: e.event ?? 'message', data })
     },
   })
@@ -125,9 +133,15 @@ export function keepAliveAgent(): Agent {
 }
 
 async function createSession(url: string, agent: Agent, model: string): Promise<string> {
-  const res = await request(`${url}/v1/sessions`, { method: 'POST', dispatcher: agent, headers: JSON_HEADERS, body: JSON.stringify({ model }) })
+  const res = await request(`${url}/v1/sessions`, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: JSON_HEADERS,
+    body: JSON.stringify({ model }),
+  })
   const body = (await res.body.json()) as { session_id?: string }
-  if (res.statusCode !== 201 || typeof body.session_id !== 'string') throw new Error(`create session: ${res.statusCode} ${JSON.stringify(body)}`)
+  if (res.statusCode !== 201 || typeof body.session_id !== 'string')
+    throw new Error(`create session: ${res.statusCode} ${JSON.stringify(body)}`)
   return body.session_id
 }
 
@@ -157,14 +171,23 @@ function judgeResult(result: any): Judged {
 function judgeError(code: unknown, data: any, raw: unknown): Judged {
   const c = typeof code === 'string' ? code : undefined
   return {
-    outcome: c === 'INTERRUPTED' ? 'interrupted' : 'failed', code: c, reason: data?.reason, turn: data?.turn,
+    outcome: c === 'INTERRUPTED' ? 'interrupted' : 'failed',
+    code: c,
+    reason: data?.reason,
+    turn: data?.turn,
     detail: `${c ?? 'no code'}: ${JSON.stringify(raw).slice(0, 300)}`,
   }
 }
 
 function judgeFrames(frames: Frame[]): Judged {
   const last = frames.at(-1)
-  if (last?.event === 'turn_completed') return { outcome: 'completed', turn: last.data.turn, outputText: last.data.data.output_text, detail: 'stream ended with turn_completed' }
+  if (last?.event === 'turn_completed')
+    return {
+      outcome: 'completed',
+      turn: last.data.turn,
+      outputText: last.data.data.output_text,
+      detail: 'stream ended with turn_completed',
+    }
   if (last?.event === 'turn_failed') return judgeError(last.data.data.code, { ...last.data.data, turn: last.data.turn }, last.data)
   return { outcome: 'lost', detail: `stream ended without its final event (${frames.map((f) => f.event).join(',') || 'no frames'})` }
 }
@@ -193,19 +216,38 @@ function judge(kind: TurnKind, status: number, contentType: string, text: string
   return { ...judgeError(body?.code, body?.data, body), body }
 }
 
-async function runTurn(url: string, agent: Agent, p: TurnPlan, sessionId: string, input: string): Promise<Omit<TurnReceipt, keyof TurnPlan | 'index' | 'sessionId' | 'text'>> {
+async function runTurn(
+  url: string,
+  agent: Agent,
+  p: TurnPlan,
+  sessionId: string,
+  input: string,
+): Promise<Omit<TurnReceipt, keyof TurnPlan | 'index' | 'sessionId' | 'text'>> {
   const kind = p.kind
   const target = {
     json: { path: `/v1/sessions/${sessionId}/turns`, headers: JSON_HEADERS, body: { input } },
     sse: { path: `/v1/sessions/${sessionId}/turns`, headers: SSE_HEADERS, body: { input } },
-    rpc: { path: '/rpc', headers: JSON_HEADERS, body: { jsonrpc: '2.0', id: 1, method: 'turn/start', params: { session_id: sessionId, input } } },
-    mcp: { path: '/mcp', headers: MCP_HEADERS, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'turn_run', arguments: { session_id: sessionId, input } } } },
+    rpc: {
+      path: '/rpc',
+      headers: JSON_HEADERS,
+      body: { jsonrpc: '2.0', id: 1, method: 'turn/start', params: { session_id: sessionId, input } },
+    },
+    mcp: {
+      path: '/mcp',
+      headers: MCP_HEADERS,
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'turn_run', arguments: { session_id: sessionId, input } } },
+    },
   }[kind]
   let status: number | undefined
   let contentType = ''
   let text: string
   try {
-    const res = await request(`${url}${target.path}`, { method: 'POST', dispatcher: agent, headers: target.headers, body: JSON.stringify(target.body) })
+    const res = await request(`${url}${target.path}`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: target.headers,
+      body: JSON.stringify(target.body),
+    })
     status = res.statusCode
     contentType = String(res.headers['content-type'] ?? '')
     // Not reading leaves the answer in the kernel's buffers and the server's: it cannot all be flushed yet.
@@ -243,14 +285,19 @@ export async function runShutdownScenario(o: ScenarioOptions): Promise<ShutdownR
     const turns: Array<Promise<TurnReceipt>> = []
     for (const [i, p] of o.plan.entries()) {
       const text = answerText(i, p)
-      const step: FakeStep = p.finishAt === null
-        ? { text, hang: 'body' }
-        : { text, chunkSize: Math.ceil(text.length / 2), delayMs: Math.max(0, Math.round((signalAt + p.finishAt - performance.now()) / FRAME_GAPS)) }
+      const step: FakeStep =
+        p.finishAt === null
+          ? { text, hang: 'body' }
+          : {
+              text,
+              chunkSize: Math.ceil(text.length / 2),
+              delayMs: Math.max(0, Math.round((signalAt + p.finishAt - performance.now()) / FRAME_GAPS)),
+            }
       const before = o.fake.requests.length
       o.fake.enqueue(step)
       const sessionId = sessions[i]!
       turns.push(runTurn(o.url, agent, p, sessionId, `question ${i}`).then((r) => ({ ...p, index: i, sessionId, text, ...r })))
-        await until(() => o.fake.requests.length > before, 10_000, `turn ${i} (${p.kind}) to reach the LLM`)
+      await until(() => o.fake.requests.length > before, 10_000, `turn ${i} (${p.kind}) to reach the LLM`)
     }
     const wait = signalAt - performance.now()
     if (wait > 0) await sleep(wait)
@@ -259,7 +306,10 @@ export async function runShutdownScenario(o: ScenarioOptions): Promise<ShutdownR
     o.child.kill('SIGTERM')
     const drained = o.duringDrain?.({ url: o.url, agent })
     let timedOut = false
-    const timer = setTimeout(() => { timedOut = true; o.child.kill('SIGKILL') }, o.exitTimeoutMs)
+    const timer = setTimeout(() => {
+      timedOut = true
+      o.child.kill('SIGKILL')
+    }, o.exitTimeoutMs)
     const [exitCode, exitSignal] = await exited
     const exitMs = performance.now() - signalled
     clearTimeout(timer)
@@ -267,7 +317,10 @@ export async function runShutdownScenario(o: ScenarioOptions): Promise<ShutdownR
     return {
       turns: await Promise.all(turns),
       subscribers: await Promise.all(subscribers.map((s) => s.receipt)),
-      exitCode: timedOut ? null : exitCode, exitSignal, timedOut, exitMs,
+      exitCode: timedOut ? null : exitCode,
+      exitSignal,
+      timedOut,
+      exitMs,
     }
   } finally {
     // Every request has settled on the way out, except when the run failed half-way.
@@ -284,5 +337,8 @@ function answerText(i: number, p: TurnPlan): string {
 
 /** `n` turns, kinds in rotation, whose answers end at evenly spread moments from `from` to `to` ms after the signal. */
 export function spreadPlan(n: number, from: number, to: number, kinds: readonly TurnKind[] = TURN_KINDS): TurnPlan[] {
-  return Array.from({ length: n }, (_, i) => ({ kind: kinds[i % kinds.length]!, finishAt: Math.round(from + (n === 1 ? 0 : (i * (to - from)) / (n - 1))) }))
+  return Array.from({ length: n }, (_, i) => ({
+    kind: kinds[i % kinds.length]!,
+    finishAt: Math.round(from + (n === 1 ? 0 : (i * (to - from)) / (n - 1))),
+  }))
 }

@@ -12,14 +12,20 @@ import { spawnServer } from '../helpers/child-server.js'
 async function startServer(env: Record<string, string>) {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-shutdown-'))
   const server = await spawnServer({ BURROW_DATA_DIR: dataDir, ...env })
-  server.child.once('exit', () => { void rm(dataDir, { recursive: true, force: true }) })
+  server.child.once('exit', () => {
+    void rm(dataDir, { recursive: true, force: true })
+  })
   return server
 }
 
 t.test('SIGTERM lets a running turn finish within the grace period', async (t) => {
   const fake = await startFakeLlm({ openaiKey: 'k' })
   t.teardown(() => fake.close())
-  const { child, url, lines } = await startServer({ OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`, BURROW_SHUTDOWN_GRACE_MS: '5000' })
+  const { child, url, lines } = await startServer({
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    BURROW_SHUTDOWN_GRACE_MS: '5000',
+  })
   const api = new Api(url)
   const id = await api.createSession({ model: 'openai:gpt-4o-mini' })
   const stream = await api.sse(`/v1/sessions/${id}/events`)

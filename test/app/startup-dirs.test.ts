@@ -84,19 +84,23 @@ t.test('a data directory holding real data', async (t) => {
   })
 
   // A real full file system: a small tmpfs holding the real data, then filled up. Needs mount.
-  t.test('a full disk: a real full file system (tmpfs)', { skip: mountable ? false : 'needs root and a kernel that lets this process mount a tmpfs' }, async (t) => {
-    const root = await tempRoot(t, 'burrow-disk-')
-    const mnt = join(root, 'mnt')
-    await mkdir(mnt)
-    mount(mnt, 'size=16m')
-    t.teardown(() => umount(mnt))
-    const dir = join(mnt, 'data')
-    await cp(template, dir, { recursive: true })
-    const floor = { BURROW_MIN_FREE_BYTES: String(4 * 1024 * 1024) }
-    await assertStarts(t, await startOn(dir, floor))
-    await fill(mnt)
-    await assertRefused(t, await startOn(dir, floor), [dir])
-  })
+  t.test(
+    'a full disk: a real full file system (tmpfs)',
+    { skip: mountable ? false : 'needs root and a kernel that lets this process mount a tmpfs' },
+    async (t) => {
+      const root = await tempRoot(t, 'burrow-disk-')
+      const mnt = join(root, 'mnt')
+      await mkdir(mnt)
+      mount(mnt, 'size=16m')
+      t.teardown(() => umount(mnt))
+      const dir = join(mnt, 'data')
+      await cp(template, dir, { recursive: true })
+      const floor = { BURROW_MIN_FREE_BYTES: String(4 * 1024 * 1024) }
+      await assertStarts(t, await startOn(dir, floor))
+      await fill(mnt)
+      await assertRefused(t, await startOn(dir, floor), [dir])
+    },
+  )
 
   // LMDB cannot report that it may not write its lock file: it crashes (SIGSEGV).
   t.test("the store's lock file is not writable by this user", async (t) => {

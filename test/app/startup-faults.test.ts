@@ -15,17 +15,23 @@ async function pageSize(file: string): Promise<number> {
     const b = Buffer.alloc(4)
     await fh.read(b, 0, 4, 24 + 24) // page header, then MDB_meta up to mm_dbs[0].md_pad
     return b.readUInt32LE(0)
-  } finally { await fh.close() }
+  } finally {
+    await fh.close()
+  }
 }
 
 async function overwrite(file: string, at: number, bytes: Buffer): Promise<void> {
   const fh = await open(file, 'r+')
-  try { await fh.write(bytes, 0, bytes.length, at) } finally { await fh.close() }
+  try {
+    await fh.write(bytes, 0, bytes.length, at)
+  } finally {
+    await fh.close()
+  }
 }
 
 const DAMAGE: Record<string, (file: string) => Promise<void>> = {
   'truncated to half': async (f) => truncate(f, Math.floor((await stat(f)).size / 2)),
-  'zeroed meta pages': async (f) => overwrite(f, 0, Buffer.alloc(2 * await pageSize(f))),
+  'zeroed meta pages': async (f) => overwrite(f, 0, Buffer.alloc(2 * (await pageSize(f)))),
   'random bytes': async (f) => overwrite(f, 0, randomBytes((await stat(f)).size)),
 }
 
@@ -47,7 +53,10 @@ t.test('damaged LMDB files refuse start-up, naming the file', async (t) => {
     const out = await startOn(dir)
     const lines = out.kind === 'listening' ? out.server.lines : []
     await assertStarts(t, out)
-    t.ok(lines.some((l) => l.level === 40 && l.file === file), 'a warning names the file')
+    t.ok(
+      lines.some((l) => l.level === 40 && l.file === file),
+      'a warning names the file',
+    )
   })
 
   for (const [store, path] of Object.entries(STORES)) {

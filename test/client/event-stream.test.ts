@@ -24,8 +24,14 @@ async function startProxy(target: string) {
   return {
     url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
     sent,
-    cut() { for (const s of sockets.splice(0)) s.destroy() },
-    close: () => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()) }),
+    cut() {
+      for (const s of sockets.splice(0)) s.destroy()
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => r())
+      }),
   }
 }
 
@@ -46,43 +52,52 @@ function collect(it: AsyncIterable<StreamItem>) {
 
 const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i)
 
-for (const mode of MODES) t.test(`${mode.name}: events() reconnects with Last-Event-ID and yields each seq once`, async (t) => {
-  const h = await startBurrow(mode.env)
-  t.teardown(() => closeHarness(h))
-  const proxy = await startProxy(h.url)
-  t.teardown(() => proxy.close())
-  const direct = new BurrowClient({ baseUrl: h.url })
-  const viaProxy = new BurrowClient({ baseUrl: proxy.url })
-  const id = (await direct.createSession({})).session_id
+for (const mode of MODES)
+  t.test(`${mode.name}: events() reconnects with Last-Event-ID and yields each seq once`, async (t) => {
+    const h = await startBurrow(mode.env)
+    t.teardown(() => closeHarness(h))
+    const proxy = await startProxy(h.url)
+    t.teardown(() => proxy.close())
+    const direct = new BurrowClient({ baseUrl: h.url })
+    const viaProxy = new BurrowClient({ baseUrl: proxy.url })
+    const id = (await direct.createSession({})).session_id
 
-  const abort = new AbortController()
-  const reconnects: ReconnectInfo[] = []
-  const stream = collect(viaProxy.events(id, { after: 0, signal: abort.signal, onReconnect: (i) => reconnects.push(i) }))
-  await direct.startTurn(id, { input: 'before the cut' })
-  await eventually(() => stream.seqs().length === 4)
+    const abort = new AbortController()
+    const reconnects: ReconnectInfo[] = []
+    const stream = collect(viaProxy.events(id, { after: 0, signal: abort.signal, onReconnect: (i) => reconnects.push(i) }))
+    await direct.startTurn(id, { input: 'before the cut' })
+    await eventually(() => stream.seqs().length === 4)
 
-  proxy.cut()
-  await direct.startTurn(id, { input: 'while disconnected' })
-  await direct.startTurn(id, { input: 'still disconnected' })
-  await eventually(() => stream.seqs().length === 10, 8000)
+    proxy.cut()
+    await direct.startTurn(id, { input: 'while disconnected' })
+    await direct.startTurn(id, { input: 'still disconnected' })
+    await eventually(() => stream.seqs().length === 10, 8000)
 
-  // A cut while turns keep coming.
-  const turns = (async () => { for (let i = 0; i < 4; i++) { await direct.startTurn(id, { input: `busy ${i}` }); await sleep(100) } })()
-  await sleep(150)
-  proxy.cut()
-  await turns
-  await eventually(() => stream.seqs().length === 22, 8000)
+    // A cut while turns keep coming.
+    const turns = (async () => {
+      for (let i = 0; i < 4; i++) {
+        await direct.startTurn(id, { input: `busy ${i}` })
+        await sleep(100)
+      }
+    })()
+    await sleep(150)
+    proxy.cut()
+    await turns
+    await eventually(() => stream.seqs().length === 22, 8000)
 
-  t.same(stream.seqs(), range(1, 22), 'every stored seq once, in order')
-  t.ok(reconnects.length >= 2, 'it reconnected')
-  t.same(reconnects[0], { ...reconnects[0], attempt: 1, lastEventId: 4, delayMs: 1000 }, "after the server's retry delay")
-  t.ok(proxy.sent.some((r) => /^last-event-id: 4\r$/im.test(r)), 'the reconnect sent Last-Event-ID: 4')
-  t.ok(proxy.sent.every((r) => !r.startsWith('GET') || /^accept: text\/event-stream\r$/im.test(r)))
+    t.same(stream.seqs(), range(1, 22), 'every stored seq once, in order')
+    t.ok(reconnects.length >= 2, 'it reconnected')
+    t.same(reconnects[0], { ...reconnects[0], attempt: 1, lastEventId: 4, delayMs: 1000 }, "after the server's retry delay")
+    t.ok(
+      proxy.sent.some((r) => /^last-event-id: 4\r$/im.test(r)),
+      'the reconnect sent Last-Event-ID: 4',
+    )
+    t.ok(proxy.sent.every((r) => !r.startsWith('GET') || /^accept: text\/event-stream\r$/im.test(r)))
 
-  abort.abort()
-  await stream.done
-  t.equal(stream.error(), undefined, 'aborting ends the iteration quietly')
-})
+    abort.abort()
+    await stream.done
+    t.equal(stream.error(), undefined, 'aborting ends the iteration quietly')
+  })
 
 t.test('breaking out of the loop closes the stream; a deleted session ends it', async (t) => {
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' })
@@ -150,6 +165,9 @@ t.test('a streamed turn whose connection breaks: the idempotency key recovers it
   t.same(r, await client.startTurn(id, { input: 'go' }, { idempotencyKey: 'cut-1' }))
 
   h.fake.enqueue(slow)
-  const lost = await client.startTurn(id, { input: 'again' }, { onEvent: cutOnFirstDelta([]) }).then(() => null, (e: unknown) => e)
+  const lost = await client.startTurn(id, { input: 'again' }, { onEvent: cutOnFirstDelta([]) }).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.match(lost, { name: 'BurrowError', code: 'INTERNAL', data: { transport: 'network' } }, 'without a key the outcome is unknown')
 })

@@ -30,7 +30,12 @@ export interface LlmClientSubject {
 
 /** Short timeouts and backoff, so failure paths run in milliseconds. */
 export const CONTRACT_HTTP: ProviderHttpOptions = {
-  headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50,
+  headersTimeoutMs: 500,
+  idleTimeoutMs: 300,
+  connectTimeoutMs: 1000,
+  maxRetries: 2,
+  retryBaseMs: 5,
+  retryMaxMs: 50,
 }
 export const KEY = 'sk-contract-test'
 
@@ -40,11 +45,19 @@ export const TOOLS: ToolDefinition[] = [
   { name: 'get_time', input_schema: { type: 'object', properties: { tz: { type: 'string' } } } },
 ]
 
-export interface SubjectCtx { fake: FakeLlmServer; http: ProviderHttp; client: LlmClient; req(extra?: Partial<LlmRequest>): LlmRequest }
+export interface SubjectCtx {
+  fake: FakeLlmServer
+  http: ProviderHttp
+  client: LlmClient
+  req(extra?: Partial<LlmRequest>): LlmRequest
+}
 
 /** A fresh fake server (requiring `KEY`) and a client of `subject` on it, closed on teardown. */
-export async function startSubject(t: Test, subject: LlmClientSubject,
-  o: { apiKey?: string; origin?: string; http?: Partial<ProviderHttpOptions> } = {}): Promise<SubjectCtx> {
+export async function startSubject(
+  t: Test,
+  subject: LlmClientSubject,
+  o: { apiKey?: string; origin?: string; http?: Partial<ProviderHttpOptions> } = {},
+): Promise<SubjectCtx> {
   const fake = await startFakeLlm(subject.fakeOptions(KEY))
   const http = new ProviderHttp({ ...CONTRACT_HTTP, ...o.http })
   t.teardown(async () => {
@@ -91,8 +104,12 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
     const weather = { city: 'Paris', units: 'metric', days: [1, 2, 3], nested: { a: 'b "quoted" \\ slash' } }
     const time = { tz: 'Europe/Paris' }
     fake.enqueue({
-      text: 'Checking both.', chunkSize: 3,
-      toolCalls: [{ id: 'call_w', name: 'get_weather', input: weather }, { id: 'call_t', name: 'get_time', input: time }],
+      text: 'Checking both.',
+      chunkSize: 3,
+      toolCalls: [
+        { id: 'call_w', name: 'get_weather', input: weather },
+        { id: 'call_t', name: 'get_time', input: time },
+      ],
       usage: { input_tokens: 30, output_tokens: 20 },
     })
     const deltas: string[] = []
@@ -110,7 +127,13 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
 
   t.test('tool calls without text, arguments split into single characters', async (t) => {
     const { fake, client, req } = await setup(t)
-    fake.enqueue({ chunkSize: 1, toolCalls: [{ id: 'call_1', name: 'get_time', input: { tz: 'UTC' } }, { id: 'call_2', name: 'get_time', input: {} }] })
+    fake.enqueue({
+      chunkSize: 1,
+      toolCalls: [
+        { id: 'call_1', name: 'get_time', input: { tz: 'UTC' } },
+        { id: 'call_2', name: 'get_time', input: {} },
+      ],
+    })
     const res = await client.complete(req({ tools: TOOLS }))
     t.same(res.content, [
       { type: 'tool_use', id: 'call_1', name: 'get_time', input: { tz: 'UTC' } },
@@ -134,7 +157,7 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
     t.ok(fake.requests[0]!.rejected, 'the server refused it')
   })
 
-  t.test('400 is not retried and carries the server\'s message', async (t) => {
+  t.test("400 is not retried and carries the server's message", async (t) => {
     const { fake, client, req } = await setup(t)
     fake.enqueue({ status: 400, errorMessage: 'bad parameter' }, { text: 'must not be reached' })
     const err = await caught(client.complete(req()))
@@ -161,7 +184,10 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
       fake.enqueue({ status }, { text: 'ok' })
       const res = await client.complete(req())
       t.same(res.content, [{ type: 'text', text: 'ok' }])
-      t.same(fake.requests.map((r) => r.status), [status, 200])
+      t.same(
+        fake.requests.map((r) => r.status),
+        [status, 200],
+      )
     })
   }
 
@@ -172,7 +198,10 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
     const res = await client.complete(req())
     t.same(res.content, [{ type: 'text', text: 'after the wait' }])
     t.ok(performance.now() - started >= 295, `took ${Math.round(performance.now() - started)} ms, Retry-After said 300`)
-    t.same(fake.requests.map((r) => r.status), [429, 200])
+    t.same(
+      fake.requests.map((r) => r.status),
+      [429, 200],
+    )
   })
 
   t.test('a failure on every attempt → PROVIDER_ERROR after maxRetries, with the last message', async (t) => {
@@ -242,7 +271,10 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
 
   t.test('cut off by max_tokens mid tool arguments: the incomplete call is dropped', async (t) => {
     const { fake, client, req } = await setup(t)
-    fake.enqueue({ toolCalls: [{ id: 'call_cut', name: 'get_weather', input: {}, rawArguments: '{"city":"Par' }], stopReason: subject.maxTokensStop })
+    fake.enqueue({
+      toolCalls: [{ id: 'call_cut', name: 'get_weather', input: {}, rawArguments: '{"city":"Par' }],
+      stopReason: subject.maxTokensStop,
+    })
     const res = await client.complete(req({ tools: TOOLS }))
     t.same(res.content, [])
     t.equal(res.stopReason, 'max_tokens')
@@ -274,13 +306,15 @@ export function llmClientContract(t: Test, subject: LlmClientSubject): void {
     const reason = new Error('interrupted by the test')
     let abortedAt = 0
     const deltas: string[] = []
-    const err = await caught(client.complete(req({ signal: ac.signal }), (d) => {
-      deltas.push(d.text)
-      if (abortedAt === 0) {
-        abortedAt = performance.now()
-        ac.abort(reason)
-      }
-    }))
+    const err = await caught(
+      client.complete(req({ signal: ac.signal }), (d) => {
+        deltas.push(d.text)
+        if (abortedAt === 0) {
+          abortedAt = performance.now()
+          ac.abort(reason)
+        }
+      }),
+    )
     t.equal(err, reason)
     t.ok(performance.now() - abortedAt < 200, 'rejects promptly')
     t.ok(deltas.length < 5, 'the stream stopped')

@@ -49,7 +49,10 @@ export async function framesUntil(sub: EventSubscription, stop: (f: StreamFrame)
   for await (const batch of sub) {
     for (const f of batch) {
       out.push(f)
-      if (stop(f)) { sub.close(); return out }
+      if (stop(f)) {
+        sub.close()
+        return out
+      }
     }
   }
   return out
@@ -82,9 +85,16 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     t.match(created, { status: 'active', model: 'offline:echo', system_prompt: 'Be brief.', metadata: { team: 'a' }, memory: false })
     t.ok(created.compaction, 'compaction is on in this composition: its effective settings are returned')
     const page = await service.listEvents(created.session_id, { after: 0, limit: 10 }, ctx())
-    t.same(page.events.map((e) => [e.seq, e.type]), [[1, 'session_created']])
+    t.same(
+      page.events.map((e) => [e.seq, e.type]),
+      [[1, 'session_created']],
+    )
     t.equal(page.last_seq, 1)
-    t.equal(await codeOf(service.startTurn('01900000-0000-7000-8000-000000000000', { input: 'x' }, ctx())), 'SESSION_NOT_FOUND', 'an unknown id')
+    t.equal(
+      await codeOf(service.startTurn('01900000-0000-7000-8000-000000000000', { input: 'x' }, ctx())),
+      'SESSION_NOT_FOUND',
+      'an unknown id',
+    )
     t.equal(await codeOf(service.startTurn('not-an-id', { input: 'x' }, ctx())), 'SESSION_NOT_FOUND', 'a malformed id')
     t.equal(await codeOf(service.createSession({ model: 'nowhere:model' }, ctx())), 'INVALID_REQUEST')
     t.equal(service.readiness(), 'ready')
@@ -95,17 +105,35 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     const id = (await service.createSession({ model: 'offline:echo' }, ctx())).session_id
     const seen: EventEnvelope[] = []
     const r = await service.startTurn(id, { input: 'hello there' }, ctx({ onEvent: (e) => seen.push(e) }))
-    t.match(r, { session_id: id, turn: 1, status: 'completed', output_text: 'echo: hello there', first_seq: 2, stop_reason: 'end_turn', tool_calls: [] })
-    t.same(r.messages.map((m) => m.role), ['user', 'assistant'])
+    t.match(r, {
+      session_id: id,
+      turn: 1,
+      status: 'completed',
+      output_text: 'echo: hello there',
+      first_seq: 2,
+      stop_reason: 'end_turn',
+      tool_calls: [],
+    })
+    t.same(
+      r.messages.map((m) => m.role),
+      ['user', 'assistant'],
+    )
     t.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0)
     const types = seen.map((e) => e.type)
     t.equal(types[0], 'turn_started')
     t.ok(types.includes('text_delta'), 'text deltas stream to the caller')
     t.equal(types.at(-1), 'turn_completed')
     const stored = await allEvents(service, id)
-    t.same(stored.map((e) => e.seq), stored.map((_, i) => i + 1), 'gapless from 1')
+    t.same(
+      stored.map((e) => e.seq),
+      stored.map((_, i) => i + 1),
+      'gapless from 1',
+    )
     t.equal(stored.at(-1)!.seq, r.last_seq)
-    t.notOk(stored.some((e) => e.type === 'text_delta'), 'deltas are not stored')
+    t.notOk(
+      stored.some((e) => e.type === 'text_delta'),
+      'deltas are not stored',
+    )
     const second = await service.startTurn(id, { input: 'again' }, ctx())
     t.match(second, { turn: 2, output_text: 'echo: again', first_seq: r.last_seq + 1 })
   })
@@ -158,13 +186,21 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
   withService('an idempotency key returns the first outcome without running again; another body under it conflicts', async (t, sut) => {
     const { service } = sut
     const create = await service.createSession({ model: 'offline:echo' }, ctx({ idempotencyKey: 'c1' }))
-    t.same(await service.createSession({ model: 'offline:echo' }, ctx({ idempotencyKey: 'c1' })), create, 'the same session, not a second one')
+    t.same(
+      await service.createSession({ model: 'offline:echo' }, ctx({ idempotencyKey: 'c1' })),
+      create,
+      'the same session, not a second one',
+    )
     const id = create.session_id
     const first = await service.startTurn(id, { input: 'once' }, ctx({ idempotencyKey: 'k1' }))
     const replayed: EventEnvelope[] = []
     const again = await service.startTurn(id, { input: 'once' }, ctx({ idempotencyKey: 'k1', onEvent: (e) => replayed.push(e) }))
     t.same(again, first, 'the first result')
-    t.same(replayed.map((e) => e.seq), (await allEvents(service, id)).filter((e) => e.seq >= first.first_seq).map((e) => e.seq), "the retry's stream replays the first run's events")
+    t.same(
+      replayed.map((e) => e.seq),
+      (await allEvents(service, id)).filter((e) => e.seq >= first.first_seq).map((e) => e.seq),
+      "the retry's stream replays the first run's events",
+    )
     t.equal((await allEvents(service, id)).filter((e) => e.type === 'turn_started').length, 1, 'the model ran once')
     t.equal(await codeOf(service.startTurn(id, { input: 'something else' }, ctx({ idempotencyKey: 'k1' }))), 'IDEMPOTENCY_CONFLICT')
     const other = await service.startTurn(id, { input: 'once' }, ctx({ idempotencyKey: 'k2' }))
@@ -173,7 +209,12 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
 
   withService('compaction runs by itself when the history outgrows its threshold, and on request', async (t, sut) => {
     const { service } = sut
-    const id = (await service.createSession({ model: 'offline:echo', compaction: { auto_compact_threshold: 60, recent_turn_budget: 1, min_turns_between_compactions: 0 } }, ctx())).session_id
+    const id = (
+      await service.createSession(
+        { model: 'offline:echo', compaction: { auto_compact_threshold: 60, recent_turn_budget: 1, min_turns_between_compactions: 0 } },
+        ctx(),
+      )
+    ).session_id
     for (let i = 0; i < 4; i++) await service.startTurn(id, { input: `turn ${i}: ${'words to remember '.repeat(6)}` }, ctx())
     const events = await allEvents(service, id)
     const completed = events.filter((e): e is EventEnvelope<'compaction_completed'> => e.type === 'compaction_completed')
@@ -186,7 +227,11 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     t.match(manual, { session_id: id })
     t.type(manual.compacted, 'boolean')
     const after = await allEvents(service, id)
-    t.same(after.map((e) => e.seq), after.map((_, i) => i + 1), 'gapless through compactions')
+    t.same(
+      after.map((e) => e.seq),
+      after.map((_, i) => i + 1),
+      'gapless through compactions',
+    )
     const next = await service.startTurn(id, { input: 'still here?' }, ctx())
     t.equal(next.output_text, 'echo: still here?', 'the session goes on after compacting')
   })
@@ -201,23 +246,31 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     const frames = framesUntil(sub, (f) => f.kind === 'event' && f.event.type === 'turn_completed' && f.event.turn === 2)
     await service.startTurn(id, { input: 'two' }, ctx())
     const seqs = (await frames).flatMap((f) => (f.kind === 'event' && f.event.type !== 'text_delta' ? [f.event.seq] : []))
-    t.same(seqs, Array.from({ length: seqs.length }, (_, i) => i + 2), 'replay then live, no gap, no duplicate at the seam')
+    t.same(
+      seqs,
+      Array.from({ length: seqs.length }, (_, i) => i + 2),
+      'replay then live, no gap, no duplicate at the seam',
+    )
     t.ok(seqs.includes(first.last_seq) && seqs.includes(first.last_seq + 1))
     t.ok((await tenantFrames).some((f) => f.kind === 'event' && f.event.session_id === id && f.event.turn === 2))
   })
 
-  withService("another tenant's session is not found, whatever the operation", async (t, sut) => {
-    const { service } = sut
-    const a = ctx({ apiKey: 'key-a' })
-    const b = ctx({ apiKey: 'key-b' })
-    const id = (await service.createSession({ model: 'offline:echo' }, a)).session_id
-    t.equal(await codeOf(service.startTurn(id, { input: 'mine now' }, b)), 'SESSION_NOT_FOUND')
-    t.equal(await codeOf(service.listEvents(id, { after: 0, limit: 10 }, b)), 'SESSION_NOT_FOUND')
-    t.equal(await codeOf(service.interrupt(id, b)), 'SESSION_NOT_FOUND')
-    t.equal(await codeOf(service.createSession({}, ctx({ apiKey: 'wrong' }))), 'UNAUTHORIZED')
-    if (sut.persistent) t.equal(await codeOf(service.read(id, b)), 'SESSION_NOT_FOUND')
-    t.equal((await service.startTurn(id, { input: 'still mine' }, a)).status, 'completed')
-  }, { BURROW_API_KEYS: 'key-a:tenant-a,key-b:tenant-b' })
+  withService(
+    "another tenant's session is not found, whatever the operation",
+    async (t, sut) => {
+      const { service } = sut
+      const a = ctx({ apiKey: 'key-a' })
+      const b = ctx({ apiKey: 'key-b' })
+      const id = (await service.createSession({ model: 'offline:echo' }, a)).session_id
+      t.equal(await codeOf(service.startTurn(id, { input: 'mine now' }, b)), 'SESSION_NOT_FOUND')
+      t.equal(await codeOf(service.listEvents(id, { after: 0, limit: 10 }, b)), 'SESSION_NOT_FOUND')
+      t.equal(await codeOf(service.interrupt(id, b)), 'SESSION_NOT_FOUND')
+      t.equal(await codeOf(service.createSession({}, ctx({ apiKey: 'wrong' }))), 'UNAUTHORIZED')
+      if (sut.persistent) t.equal(await codeOf(service.read(id, b)), 'SESSION_NOT_FOUND')
+      t.equal((await service.startTurn(id, { input: 'still mine' }, a)).status, 'completed')
+    },
+    { BURROW_API_KEYS: 'key-a:tenant-a,key-b:tenant-b' },
+  )
 
   withService('operations on stored sessions: read, list, archive, delete — or SESSION_PERSISTENCE_DISABLED', async (t, sut) => {
     const { service } = sut
@@ -225,7 +278,14 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     await service.startTurn(id, { input: 'keep me' }, ctx())
     if (!sut.persistent) {
       const unknown = '01900000-0000-7000-8000-0000000000ff'
-      for (const op of [service.read(id, ctx()), service.read(unknown, ctx()), service.list({}, ctx()), service.archive(id, ctx()), service.delete(id, ctx()), service.resume(id, { input: 'x' }, ctx())]) {
+      for (const op of [
+        service.read(id, ctx()),
+        service.read(unknown, ctx()),
+        service.list({}, ctx()),
+        service.archive(id, ctx()),
+        service.delete(id, ctx()),
+        service.resume(id, { input: 'x' }, ctx()),
+      ]) {
         t.equal(await codeOf(op), 'SESSION_PERSISTENCE_DISABLED')
       }
       t.equal((await service.startTurn(id, { input: 'live sessions go on' }, ctx())).status, 'completed')
@@ -233,19 +293,28 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     }
     const view = await service.read(id, ctx())
     t.match(view, { session_id: id, status: 'active', turn_count: 1, metadata: { k: 'v' }, running: false })
-    t.same(view.messages.map((m) => m.role), ['user', 'assistant'])
+    t.same(
+      view.messages.map((m) => m.role),
+      ['user', 'assistant'],
+    )
     t.ok((await service.list({}, ctx())).items.some((s) => s.session_id === id))
     await service.archive(id, ctx())
     t.equal((await service.read(id, ctx())).status, 'archived')
     t.equal(await codeOf(service.startTurn(id, { input: 'no more' }, ctx())), 'SESSION_ARCHIVED')
-    t.same((await service.list({ status: 'archived' }, ctx())).items.map((s) => s.session_id), [id])
+    t.same(
+      (await service.list({ status: 'archived' }, ctx())).items.map((s) => s.session_id),
+      [id],
+    )
     await service.delete(id, ctx())
     t.equal(await codeOf(service.read(id, ctx())), 'SESSION_NOT_FOUND')
     t.notOk((await service.list({}, ctx())).items.some((s) => s.session_id === id))
   })
 
   withService('a restart keeps every session: its view, its log and its next turn', async (t, sut) => {
-    if (!sut.restart) { t.pass('sessions do not outlive the process here'); return }
+    if (!sut.restart) {
+      t.pass('sessions do not outlive the process here')
+      return
+    }
     const id = (await sut.service.createSession({ model: 'offline:echo' }, ctx())).session_id
     const r = await sut.service.startTurn(id, { input: 'before the restart' }, ctx())
     const before = await sut.service.read(id, ctx())
@@ -255,13 +324,20 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     const next = await again.service.startTurn(id, { input: 'after it' }, ctx())
     t.match(next, { turn: 2, first_seq: r.last_seq + 1, output_text: 'echo: after it' })
     const events = await allEvents(again.service, id)
-    t.same(events.map((e) => e.seq), events.map((_, i) => i + 1), 'gapless across the restart')
+    t.same(
+      events.map((e) => e.seq),
+      events.map((_, i) => i + 1),
+      'gapless across the restart',
+    )
     const resumed = await again.service.resume(id, { input: 'resumed' }, ctx())
     t.equal(resumed.turn, 3)
   })
 
   withService('a turn a crash left running is closed when the service starts again', async (t, sut) => {
-    if (!sut.restart || !sut.crashMidTurn) { t.pass('sessions do not outlive the process here'); return }
+    if (!sut.restart || !sut.crashMidTurn) {
+      t.pass('sessions do not outlive the process here')
+      return
+    }
     const id = (await sut.service.createSession({ model: 'offline:echo' }, ctx())).session_id
     await sut.service.startTurn(id, { input: 'fine' }, ctx())
     await sut.close()
@@ -274,18 +350,41 @@ export function sessionServiceContract(t: Test, factory: ServiceFactory): void {
     t.equal((await again.service.startTurn(id, { input: 'and on' }, ctx())).turn, 3)
   })
 
-  withService('memory indexes what compaction discards and records memory_indexed', async (t, sut) => {
-    const { service } = sut
-    const id = (await service.createSession({ model: 'offline:echo', memory: true, compaction: { auto_compact_threshold: 60, recent_turn_budget: 1, min_turns_between_compactions: 0 } }, ctx())).session_id
-    await service.startTurn(id, { input: 'The lighthouse keeper is called Ortolan Vesk.' }, ctx())
-    for (let i = 0; i < 4; i++) await service.startTurn(id, { input: `filler ${i}: ${'more words to fill the context '.repeat(4)}` }, ctx())
-    await sut.idle()
-    const events = await allEvents(service, id)
-    t.ok(events.some((e) => e.type === 'compaction_completed'), 'compacted')
-    t.ok(events.some((e) => e.type === 'memory_indexed' && (e.data as { entries: number }).entries > 0), 'memory_indexed recorded on the session')
-    const hits = await service.searchMemory({ q: 'lighthouse keeper Ortolan', scope: 'session', session_id: id }, ctx())
-    t.ok(hits.results.some((h) => h.content.includes('Ortolan Vesk') && h.session_id === id), 'the discarded message is found')
-  }, { BURROW_MEMORY_STORE: 'hnsw', BURROW_EMBEDDER: 'hashed' })
+  withService(
+    'memory indexes what compaction discards and records memory_indexed',
+    async (t, sut) => {
+      const { service } = sut
+      const id = (
+        await service.createSession(
+          {
+            model: 'offline:echo',
+            memory: true,
+            compaction: { auto_compact_threshold: 60, recent_turn_budget: 1, min_turns_between_compactions: 0 },
+          },
+          ctx(),
+        )
+      ).session_id
+      await service.startTurn(id, { input: 'The lighthouse keeper is called Ortolan Vesk.' }, ctx())
+      for (let i = 0; i < 4; i++)
+        await service.startTurn(id, { input: `filler ${i}: ${'more words to fill the context '.repeat(4)}` }, ctx())
+      await sut.idle()
+      const events = await allEvents(service, id)
+      t.ok(
+        events.some((e) => e.type === 'compaction_completed'),
+        'compacted',
+      )
+      t.ok(
+        events.some((e) => e.type === 'memory_indexed' && (e.data as { entries: number }).entries > 0),
+        'memory_indexed recorded on the session',
+      )
+      const hits = await service.searchMemory({ q: 'lighthouse keeper Ortolan', scope: 'session', session_id: id }, ctx())
+      t.ok(
+        hits.results.some((h) => h.content.includes('Ortolan Vesk') && h.session_id === id),
+        'the discarded message is found',
+      )
+    },
+    { BURROW_MEMORY_STORE: 'hnsw', BURROW_EMBEDDER: 'hashed' },
+  )
 
   withService('shutdown refuses new work and interrupts what still runs after the grace period', async (t, sut) => {
     const { service, fake } = sut

@@ -5,7 +5,11 @@ import { BurrowError } from '../../src/core/errors.js'
 import { rebuild } from '../../src/session/session-reducer.js'
 import { SessionLog, config, sessionId } from './fixtures.js'
 
-export type RepositoryFactory = () => Promise<{ repo: SessionRepository; reopen?: () => Promise<SessionRepository>; cleanup: () => Promise<void> }>
+export type RepositoryFactory = () => Promise<{
+  repo: SessionRepository
+  reopen?: () => Promise<SessionRepository>
+  cleanup: () => Promise<void>
+}>
 
 async function commitAll(repo: SessionRepository, log: SessionLog, ...batches: Array<{ events: any[]; record: any }>) {
   for (const b of batches) await repo.commit(b.events, b.record)
@@ -54,7 +58,20 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     r.message_turns = [3, ...r.message_turns.slice(-2)]
     r.compactions = 1
     r.last_seq += 1
-    const e = { seq: r.last_seq, session_id: log.id, turn: 3, type: 'compaction_completed' as const, at: new Date().toISOString(), data: { summary_tokens: 1, messages_before: 6, messages_after: 3, summary: 'summary', discarded_seq_range: [2, 8] as [number, number] } }
+    const e = {
+      seq: r.last_seq,
+      session_id: log.id,
+      turn: 3,
+      type: 'compaction_completed' as const,
+      at: new Date().toISOString(),
+      data: {
+        summary_tokens: 1,
+        messages_before: 6,
+        messages_after: 3,
+        summary: 'summary',
+        discarded_seq_range: [2, 8] as [number, number],
+      },
+    }
     await repo.commit([e], r)
     const got = await repo.sessions.get(log.id)
     t.same(got!.messages, r.messages)
@@ -64,7 +81,10 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     more.message_seqs.push(more.last_seq + 1)
     more.message_turns.push(4)
     more.last_seq += 1
-    await repo.commit([{ ...e, seq: more.last_seq, type: 'turn_started', data: { input: [{ type: 'text', text: 'next' }], continuation: false } } as any], more)
+    await repo.commit(
+      [{ ...e, seq: more.last_seq, type: 'turn_started', data: { input: [{ type: 'text', text: 'next' }], continuation: false } } as any],
+      more,
+    )
     t.same((await repo.sessions.get(log.id))!.messages, more.messages, 'appends after a rewrite')
   })
 
@@ -88,8 +108,8 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
       await commitAll(repo, log, log.create(), log.turn(`t${i}`))
       logs.push(log)
     }
-    await repo.commit(...Object.values(logs[1]!.archive()) as [any, any])
-    await repo.commit(...Object.values(logs[5]!.archive()) as [any, any])
+    await repo.commit(...(Object.values(logs[1]!.archive()) as [any, any]))
+    await repo.commit(...(Object.values(logs[5]!.archive()) as [any, any]))
     const seen: string[] = []
     let cursor: string | undefined
     for (let page = 0; page < 10; page++) {
@@ -98,17 +118,35 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
       if (!p.next_cursor) break
       cursor = p.next_cursor
     }
-    const expected = logs.filter((l) => l.cfg.tenant === 'tenant-a').map((l) => l.id).reverse()
+    const expected = logs
+      .filter((l) => l.cfg.tenant === 'tenant-a')
+      .map((l) => l.id)
+      .reverse()
     t.same(seen, expected, 'every session of the tenant once, newest first')
     const archived = await repo.sessions.list('tenant-a', { status: 'archived' })
-    t.same(archived.items.map((i) => i.session_id), [logs[5]!.id, logs[1]!.id])
+    t.same(
+      archived.items.map((i) => i.session_id),
+      [logs[5]!.id, logs[1]!.id],
+    )
     t.ok(archived.items.every((i) => i.status === 'archived'))
     const active = await repo.sessions.list('tenant-a', { status: 'active', limit: 100 })
     t.equal(active.items.length, 4)
     t.equal(active.next_cursor, null)
     const b = await repo.sessions.list('tenant-b', {})
-    t.same(b.items.map((i) => i.session_id), [logs[3]!.id])
-    t.same(b.items[0], { session_id: logs[3]!.id, status: 'active', created_at: logs[3]!.record!.created_at, updated_at: logs[3]!.record!.updated_at, model: 'offline:echo', metadata: {}, turn_count: 1, last_seq: 4 })
+    t.same(
+      b.items.map((i) => i.session_id),
+      [logs[3]!.id],
+    )
+    t.same(b.items[0], {
+      session_id: logs[3]!.id,
+      status: 'active',
+      created_at: logs[3]!.record!.created_at,
+      updated_at: logs[3]!.record!.updated_at,
+      model: 'offline:echo',
+      metadata: {},
+      turn_count: 1,
+      last_seq: 4,
+    })
     t.same((await repo.sessions.list('nobody', {})).items, [])
     await t.rejects(repo.sessions.list('tenant-a', { cursor: 'garbage' }), BurrowError)
   })
@@ -120,7 +158,11 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     await commitAll(repo, running, running.create(), running.turn('a'), running.startTurn('b'))
     await commitAll(repo, paused, paused.create(), paused.pausedTurn('p'))
     await commitAll(repo, done, done.create(), done.startTurn('x'))
-    await repo.commit(...Object.values(done.add(1, { type: 'turn_failed', data: { code: 'PROVIDER_ERROR', message: 'x', usage: { input_tokens: 0, output_tokens: 0 } } })) as [any, any])
+    await repo.commit(
+      ...(Object.values(
+        done.add(1, { type: 'turn_failed', data: { code: 'PROVIDER_ERROR', message: 'x', usage: { input_tokens: 0, output_tokens: 0 } } }),
+      ) as [any, any]),
+    )
     t.same((await repo.sessions.runningTurns()).sort(), [running.id])
     const ids: string[] = []
     for await (const id of repo.sessions.allIds()) ids.push(id)
@@ -132,13 +174,24 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     const other = new SessionLog(sessionId(302))
     await commitAll(repo, log, log.create(), log.turn('a'))
     await commitAll(repo, other, other.create())
-    await repo.idempotency.put(`tenant-a\u0000${log.id}\u0000k1`, { fingerprint: 'f', created_at: Date.now(), outcome: { ok: true, value: 1 } })
-    await repo.idempotency.put(`tenant-a\u0000${other.id}\u0000k1`, { fingerprint: 'f', created_at: Date.now(), outcome: { ok: true, value: 2 } })
+    await repo.idempotency.put(`tenant-a\u0000${log.id}\u0000k1`, {
+      fingerprint: 'f',
+      created_at: Date.now(),
+      outcome: { ok: true, value: 1 },
+    })
+    await repo.idempotency.put(`tenant-a\u0000${other.id}\u0000k1`, {
+      fingerprint: 'f',
+      created_at: Date.now(),
+      outcome: { ok: true, value: 2 },
+    })
     await repo.deleteSession(log.id, 'tenant-a')
     t.equal(await repo.sessions.get(log.id), undefined)
     t.same(await repo.events.readAfter(log.id, 0), [])
     t.equal(await repo.events.lastSeq(log.id), 0)
-    t.same((await repo.sessions.list('tenant-a', {})).items.map((i) => i.session_id), [other.id])
+    t.same(
+      (await repo.sessions.list('tenant-a', {})).items.map((i) => i.session_id),
+      [other.id],
+    )
     t.equal(await repo.idempotency.get(`tenant-a\u0000${log.id}\u0000k1`), undefined)
     t.ok(await repo.idempotency.get(`tenant-a\u0000${other.id}\u0000k1`), "another session's record stays")
     t.notOk((await repo.projection.pending()).includes(log.id))
@@ -160,7 +213,11 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
   })
 
   withRepo('idempotency records: put, get, expire by prefix', async (t, repo) => {
-    const rec = { fingerprint: 'abc', created_at: Date.now(), outcome: { ok: false as const, code: 'PROVIDER_ERROR', message: 'x', data: { turn: 1 } } }
+    const rec = {
+      fingerprint: 'abc',
+      created_at: Date.now(),
+      outcome: { ok: false as const, code: 'PROVIDER_ERROR', message: 'x', data: { turn: 1 } },
+    }
     await repo.idempotency.put('t\u0000-\u0000key', rec)
     t.same(await repo.idempotency.get('t\u0000-\u0000key'), rec)
     await repo.idempotency.put('t\u0000-\u0000old', { ...rec, created_at: Date.now() - 25 * 3600 * 1000 })
@@ -170,7 +227,10 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
   })
 
   withRepo('state survives reopening the store', async (t, repo, ctx) => {
-    if (!ctx.reopen) { t.pass('in-memory store: nothing to reopen'); return }
+    if (!ctx.reopen) {
+      t.pass('in-memory store: nothing to reopen')
+      return
+    }
     const log = new SessionLog(sessionId(501))
     await commitAll(repo, log, log.create(), log.turn('persist me'), log.startTurn('in flight'))
     await repo.close()
@@ -186,7 +246,12 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     for (let i = 1; i <= 100; i++) {
       await commitAll(repo, log, log.turn(`turn ${i}`))
       // Now and then a manual compaction's usage lands on the turn that just ended (a closed turn).
-      if (i % 33 === 0) await commitAll(repo, log, log.add(i, { type: 'compaction_failed', data: { error: 'x', usage: { input_tokens: 7, output_tokens: i } } }))
+      if (i % 33 === 0)
+        await commitAll(
+          repo,
+          log,
+          log.add(i, { type: 'compaction_failed', data: { error: 'x', usage: { input_tokens: 7, output_tokens: i } } }),
+        )
     }
     await commitAll(repo, log, log.startTurn('open'))
     const got = await repo.sessions.get(log.id)
@@ -209,7 +274,7 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     const good = a.turn('x')
     const results = await Promise.allSettled([
       repo.commit(good.events.slice(1), good.record),
-      repo.commit(...Object.values(b.turn('y')) as [any, any]),
+      repo.commit(...(Object.values(b.turn('y')) as [any, any])),
     ])
     t.equal(results[0].status, 'rejected', 'the gap is refused')
     t.equal(results[1].status, 'fulfilled', 'the other session lands')

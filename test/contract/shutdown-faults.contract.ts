@@ -25,14 +25,23 @@ export interface ShutdownBackend {
 
 const MODEL = 'openai:gpt-4o-mini'
 
-interface Scenario { fake: FakeLlmServer; server: ChildServer; dataDir: string; env: Record<string, string> }
+interface Scenario {
+  fake: FakeLlmServer
+  server: ChildServer
+  dataDir: string
+  env: Record<string, string>
+}
 
 async function start(t: Test, backend: ShutdownBackend, graceMs: number): Promise<Scenario> {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-shutdown-faults-'))
   const fake = await startFakeLlm({ openaiKey: 'k' })
   const env = {
-    ...backend.env, BURROW_DATA_DIR: dataDir, OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`,
-    BURROW_SHUTDOWN_GRACE_MS: String(graceMs), LOG_LEVEL: 'info',
+    ...backend.env,
+    BURROW_DATA_DIR: dataDir,
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    BURROW_SHUTDOWN_GRACE_MS: String(graceMs),
+    LOG_LEVEL: 'info',
   }
   const server = await spawnServer(env)
   t.teardown(async () => {
@@ -43,7 +52,8 @@ async function start(t: Test, backend: ShutdownBackend, graceMs: number): Promis
   return { fake, server, dataDir, env }
 }
 
-const label = (r: TurnReceipt) => `turn #${r.index} over ${r.kind} (answer ${r.finishAt === null ? 'never ends' : `ends at ${r.finishAt} ms`}${r.size ? `, ${r.size} chars` : ''})`
+const label = (r: TurnReceipt) =>
+  `turn #${r.index} over ${r.kind} (answer ${r.finishAt === null ? 'never ends' : `ends at ${r.finishAt} ms`}${r.size ? `, ${r.size} chars` : ''})`
 
 /** The answer is what the API documents, frame by frame for streams. */
 function checkDocumented(t: Test, r: TurnReceipt): void {
@@ -60,8 +70,12 @@ function checkDocumented(t: Test, r: TurnReceipt): void {
 function expectCompleted(t: Test, r: TurnReceipt): void {
   t.equal(r.outcome, 'completed', `${label(r)} delivered its full answer (${r.detail})`)
   // Compared by hand: a diff of a long answer would drown the report.
-  t.ok(r.outputText === r.text, `${label(r)}: the output text is the LLM's answer (${r.outputText?.length ?? 'no'} chars of ${r.text.length})`)
-  if (r.kind === 'sse') t.equal(r.frames?.filter((f) => f.event === 'turn_completed').length, 1, `${label(r)}: the stream ends with its one turn_completed`)
+  t.ok(
+    r.outputText === r.text,
+    `${label(r)}: the output text is the LLM's answer (${r.outputText?.length ?? 'no'} chars of ${r.text.length})`,
+  )
+  if (r.kind === 'sse')
+    t.equal(r.frames?.filter((f) => f.event === 'turn_completed').length, 1, `${label(r)}: the stream ends with its one turn_completed`)
   checkDocumented(t, r)
 }
 
@@ -135,10 +149,21 @@ export function shutdownFaultsContract(t: Test, backend: ShutdownBackend): void 
     // And a slow client with a long answer, which takes a while to flush whatever the backend.
     const plan: TurnPlan[] = [
       ...spreadPlan(10, -150, 700, ['json', 'sse']),
-      { kind: 'json', finishAt: 900 }, { kind: 'sse', finishAt: 900 }, { kind: 'rpc', finishAt: 900 }, { kind: 'mcp', finishAt: 900 },
+      { kind: 'json', finishAt: 900 },
+      { kind: 'sse', finishAt: 900 },
+      { kind: 'rpc', finishAt: 900 },
+      { kind: 'mcp', finishAt: 900 },
       { kind: 'json', finishAt: 900, size: 8_000_000, readDelayMs: 800 },
     ]
-    const run = await runShutdownScenario({ url: sc.server.url, child: sc.server.child, fake: sc.fake, model: MODEL, plan, subscribers: true, exitTimeoutMs: GRACE + 15_000 })
+    const run = await runShutdownScenario({
+      url: sc.server.url,
+      child: sc.server.child,
+      fake: sc.fake,
+      model: MODEL,
+      plan,
+      subscribers: true,
+      exitTimeoutMs: GRACE + 15_000,
+    })
     for (const r of run.turns) expectCompleted(t, r)
     expectSubscribersClosed(t, run)
     expectCleanExit(t, run, sc.server, GRACE + 4_000)
@@ -149,12 +174,22 @@ export function shutdownFaultsContract(t: Test, backend: ShutdownBackend): void 
     const GRACE = 1_200
     const sc = await start(t, backend, GRACE)
     const plan: TurnPlan[] = [
-      { kind: 'json', finishAt: null }, { kind: 'sse', finishAt: null }, { kind: 'rpc', finishAt: null }, { kind: 'mcp', finishAt: null },
-      { kind: 'json', finishAt: 0 }, { kind: 'json', finishAt: GRACE - 400 }, { kind: 'sse', finishAt: GRACE - 400 },
+      { kind: 'json', finishAt: null },
+      { kind: 'sse', finishAt: null },
+      { kind: 'rpc', finishAt: null },
+      { kind: 'mcp', finishAt: null },
+      { kind: 'json', finishAt: 0 },
+      { kind: 'json', finishAt: GRACE - 400 },
+      { kind: 'sse', finishAt: GRACE - 400 },
     ]
     const drain: Record<string, { status: number; code?: string; connection?: string }> = {}
     const run = await runShutdownScenario({
-      url: sc.server.url, child: sc.server.child, fake: sc.fake, model: MODEL, plan, exitTimeoutMs: GRACE + 15_000,
+      url: sc.server.url,
+      child: sc.server.child,
+      fake: sc.fake,
+      model: MODEL,
+      plan,
+      exitTimeoutMs: GRACE + 15_000,
       async duringDrain({ url, agent }) {
         // The signal is handled asynchronously: readiness turning 503 says the drain has begun.
         for (const end = Date.now() + 5_000; Date.now() < end;) {
@@ -165,7 +200,12 @@ export function shutdownFaultsContract(t: Test, backend: ShutdownBackend): void 
           await new Promise((r) => setTimeout(r, 10))
         }
         // While turns run out their grace, new work is refused with the table's code, over a kept-alive socket.
-        const created = await request(`${url}/v1/sessions`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: '{}' })
+        const created = await request(`${url}/v1/sessions`, {
+          method: 'POST',
+          dispatcher: agent,
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        })
         const body = (await created.body.json()) as { code?: string }
         drain.create = { status: created.statusCode, code: body.code, connection: String(created.headers.connection) }
       },
@@ -174,7 +214,11 @@ export function shutdownFaultsContract(t: Test, backend: ShutdownBackend): void 
       if (r.finishAt === null) expectInterrupted(t, r)
       else expectCompleted(t, r)
     }
-    t.same(drain.create, { status: 503, code: 'SHUTTING_DOWN', connection: 'close' }, 'new work is refused while draining, and the socket is released')
+    t.same(
+      drain.create,
+      { status: 503, code: 'SHUTTING_DOWN', connection: 'close' },
+      'new work is refused while draining, and the socket is released',
+    )
     t.same(drain.ready, { status: 503 }, 'not ready while draining')
     expectCleanExit(t, run, sc.server, GRACE + 4_000)
     if (backend.persistent) await expectInLog(t, sc, run)

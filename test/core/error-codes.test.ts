@@ -54,13 +54,16 @@ t.test('every pinned code keeps its place and its numbers', async (t) => {
 t.test('the pin allows appending and catches a removal, a rename, a reorder and a renumbering', async (t) => {
   t.same(pinViolations([...PINNED, ['SOMETHING_NEW', 400, -32099, 99]]), [], 'an appended row passes')
   t.not(pinViolations(PINNED.slice(0, -1)).length, 0, 'a removed row fails')
-  t.not(pinViolations(PINNED.map((p, i) => (i === 3 ? ['BAD_REQUEST', p[1], p[2], p[3]] as const : p))).length, 0, 'a renamed row fails')
+  t.not(pinViolations(PINNED.map((p, i) => (i === 3 ? (['BAD_REQUEST', p[1], p[2], p[3]] as const) : p))).length, 0, 'a renamed row fails')
   t.not(pinViolations([PINNED[1]!, PINNED[0]!, ...PINNED.slice(2)]).length, 0, 'swapped rows fail')
-  t.not(pinViolations(PINNED.map((p, i) => (i === 0 ? [p[0], p[1], -32098, p[3]] as const : p))).length, 0, 'a new JSON-RPC number fails')
+  t.not(pinViolations(PINNED.map((p, i) => (i === 0 ? ([p[0], p[1], -32098, p[3]] as const) : p))).length, 0, 'a new JSON-RPC number fails')
 })
 
 t.test("rows keep out of the protocols' own numbers", async (t) => {
-  const mapped = new Map<number, string>([[JSON_RPC.INVALID_PARAMS, 'INVALID_REQUEST'], [JSON_RPC.METHOD_NOT_FOUND, 'ROUTE_NOT_FOUND']])
+  const mapped = new Map<number, string>([
+    [JSON_RPC.INVALID_PARAMS, 'INVALID_REQUEST'],
+    [JSON_RPC.METHOD_NOT_FOUND, 'ROUTE_NOT_FOUND'],
+  ])
   for (const [code, , rpc, exit] of table) {
     const server = rpc <= -32001 && rpc >= -32099
     t.ok(server || mapped.get(rpc) === code, `${code}: ${rpc} is in the server range, or the JSON-RPC code of the same meaning`)
@@ -68,6 +71,10 @@ t.test("rows keep out of the protocols' own numbers", async (t) => {
   }
   t.equal(ERROR_TABLE.INVALID_REQUEST.rpc, JSON_RPC.INVALID_PARAMS)
   t.equal(ERROR_TABLE.ROUTE_NOT_FOUND.rpc, JSON_RPC.METHOD_NOT_FOUND)
-  t.same(JSON_RPC, { PARSE_ERROR: -32700, INVALID_REQUEST: -32600, METHOD_NOT_FOUND: -32601, INVALID_PARAMS: -32602, INTERNAL_ERROR: -32603 }, 'JSON-RPC 2.0 §5.1')
+  t.same(
+    JSON_RPC,
+    { PARSE_ERROR: -32700, INVALID_REQUEST: -32600, METHOD_NOT_FOUND: -32601, INVALID_PARAMS: -32602, INTERNAL_ERROR: -32603 },
+    'JSON-RPC 2.0 §5.1',
+  )
   t.same(EXIT, { OK: 0, FAILURE: 1, CONFIG: 78, INTERRUPTED: 130 })
 })

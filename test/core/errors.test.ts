@@ -4,10 +4,23 @@ import { BurrowError, ERROR_CODES, ERROR_TABLE, isErrorCode, toBurrowError } fro
 
 // The product's original error table (HTTP statuses), written out so a change to either side fails here.
 const CONTRACT: Record<string, number> = {
-  SESSION_PERSISTENCE_DISABLED: 501, SESSION_COMPACTION_DISABLED: 501, MEMORY_STORE_DISABLED: 501,
-  INVALID_REQUEST: 400, UNAUTHORIZED: 401, SESSION_NOT_FOUND: 404, SESSION_BUSY: 409, SESSION_ARCHIVED: 409,
-  IDEMPOTENCY_CONFLICT: 422, PAYLOAD_TOO_LARGE: 413, RATE_LIMITED: 429, BUDGET_EXCEEDED: 429,
-  PROVIDER_NOT_CONFIGURED: 503, PROVIDER_ERROR: 502, PROVIDER_TIMEOUT: 504, INTERNAL: 500, STORE_UNAVAILABLE: 503,
+  SESSION_PERSISTENCE_DISABLED: 501,
+  SESSION_COMPACTION_DISABLED: 501,
+  MEMORY_STORE_DISABLED: 501,
+  INVALID_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  SESSION_NOT_FOUND: 404,
+  SESSION_BUSY: 409,
+  SESSION_ARCHIVED: 409,
+  IDEMPOTENCY_CONFLICT: 422,
+  PAYLOAD_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
+  BUDGET_EXCEEDED: 429,
+  PROVIDER_NOT_CONFIGURED: 503,
+  PROVIDER_ERROR: 502,
+  PROVIDER_TIMEOUT: 504,
+  INTERNAL: 500,
+  STORE_UNAVAILABLE: 503,
 }
 
 t.test('every contract code is in the table with its HTTP status', async (t) => {
@@ -29,7 +42,10 @@ t.test('numbers are never shared between rows', async (t) => {
   t.equal(new Set(exit).size, exit.length, 'one exit code per row')
   for (const c of ERROR_CODES) {
     const n = ERROR_TABLE[c].rpc
-    t.ok((n <= -32001 && n >= -32099) || n === -32602 || n === -32601, `${c}: ${n} is in the server range or the matching JSON-RPC reserved code`)
+    t.ok(
+      (n <= -32001 && n >= -32099) || n === -32602 || n === -32601,
+      `${c}: ${n} is in the server range or the matching JSON-RPC reserved code`,
+    )
     t.ok(ERROR_TABLE[c].exit > 1 && ERROR_TABLE[c].exit < 126, `${c}: exit code`)
     t.match(c, /^[A-Z][A-Z_]+$/)
   }
@@ -38,8 +54,14 @@ t.test('numbers are never shared between rows', async (t) => {
 t.test('docs/api.md documents exactly the table, row by row', async (t) => {
   const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8')
   const section = doc.slice(doc.indexOf('## Error codes'))
-  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (-\d+) \| (\d+) \|/gm)].map((m) => [m[1]!, Number(m[2]), Number(m[3]), Number(m[4])] as const)
-  t.same(rows.map((r) => r[0]), [...ERROR_CODES], 'docs/api.md lists exactly the codes of the table, in its order')
+  const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (-\d+) \| (\d+) \|/gm)].map(
+    (m) => [m[1]!, Number(m[2]), Number(m[3]), Number(m[4])] as const,
+  )
+  t.same(
+    rows.map((r) => r[0]),
+    [...ERROR_CODES],
+    'docs/api.md lists exactly the codes of the table, in its order',
+  )
   for (const [code, http, rpc, exit] of rows) {
     if (!isErrorCode(code)) continue
     t.equal(http, ERROR_TABLE[code].http, `${code} HTTP in docs/api.md`)

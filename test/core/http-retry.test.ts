@@ -6,7 +6,13 @@ import t, { type Test } from 'tap'
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici'
 import { BurrowError } from '../../src/core/errors.js'
 import {
-  backoffMs, httpRetry, isRetryableError, isRetryableStatus, retryAfterMs, sleepUnlessAborted, type RetryPolicy,
+  backoffMs,
+  httpRetry,
+  isRetryableError,
+  isRetryableStatus,
+  retryAfterMs,
+  sleepUnlessAborted,
+  type RetryPolicy,
 } from '../../src/core/http-retry.js'
 import { caught } from '../helpers/errors.js'
 import { closedPort, gaps, scriptedServer, type Reply } from '../helpers/servers.js'
@@ -37,14 +43,21 @@ t.test('a missing or unreadable Retry-After is ignored', async (t) => {
 
 t.test('backoff: full jitter over an exponential, capped; Retry-After plus a quarter of the jitter', async (t) => {
   const p: RetryPolicy = { maxRetries: 5, baseMs: 100, maxMs: 1000 }
-  t.same([0, 1, 2, 3, 4].map((n) => backoffMs(p, n, undefined, 1)), [100, 200, 400, 800, 1000], 'the ceiling doubles up to maxMs')
+  t.same(
+    [0, 1, 2, 3, 4].map((n) => backoffMs(p, n, undefined, 1)),
+    [100, 200, 400, 800, 1000],
+    'the ceiling doubles up to maxMs',
+  )
   t.equal(backoffMs(p, 2, undefined, 0.5), 200, 'the draw scales it')
   t.equal(backoffMs(p, 3, undefined, 0), 0)
   t.equal(backoffMs(p, 0, 300, 0), 300, 'Retry-After exactly, with a zero draw')
   t.equal(backoffMs(p, 1, 300, 1), 350, 'plus a quarter of the jitter ceiling')
   t.equal(backoffMs(p, 0, 60_000, 0), 1000, 'a long Retry-After is capped at maxMs')
   const draws = Array.from({ length: 200 }, () => backoffMs(p, 2, undefined))
-  t.ok(draws.every((d) => d >= 0 && d < 400), 'Math.random by default, within [0, ceiling)')
+  t.ok(
+    draws.every((d) => d >= 0 && d < 400),
+    'Math.random by default, within [0, ceiling)',
+  )
   t.ok(new Set(draws).size > 100, 'and actually random')
 })
 
@@ -79,7 +92,11 @@ t.test('the wait rejects with exactly the reason when aborted, and leaves no lis
 
 // ---- the loop, against a loopback server -----------------------------------------------------------
 
-interface Run { attempts: number[]; discarded: number[]; result: Promise<unknown> }
+interface Run {
+  attempts: number[]
+  discarded: number[]
+  result: Promise<unknown>
+}
 
 /** httpRetry POSTing to `url` with undici; `failed` / `refused` wrap what they get so the test can see it. */
 function run(t: Test, url: string, policy: Partial<RetryPolicy> = {}, signal?: AbortSignal): Run {
@@ -136,9 +153,16 @@ t.test('Retry-After as an HTTP-date is waited for', async (t) => {
 
 t.test('gives up after maxRetries with the last answer', async (t) => {
   for (const maxRetries of [0, 1, 3]) {
-    const s = await scriptedServer(t, Array.from({ length: 6 }, (_, i) => ({ status: 500, body: `failure ${i}` })))
+    const s = await scriptedServer(
+      t,
+      Array.from({ length: 6 }, (_, i) => ({ status: 500, body: `failure ${i}` })),
+    )
     const r = run(t, s.url, { maxRetries })
-    t.same(await r.result.catch((e: unknown) => e), { refused: 500, body: `failure ${maxRetries}` }, `maxRetries ${maxRetries}: refused with the last answer`)
+    t.same(
+      await r.result.catch((e: unknown) => e),
+      { refused: 500, body: `failure ${maxRetries}` },
+      `maxRetries ${maxRetries}: refused with the last answer`,
+    )
     t.equal(s.seen.length, maxRetries + 1)
     t.equal(r.discarded.length, maxRetries, 'the last answer is not discarded: refused reads it')
   }
@@ -156,7 +180,7 @@ t.test('a status that is not retryable is refused at once', async (t) => {
 t.test('connection refused is retried, then leaves through failed() with the transport error', async (t) => {
   const port = await closedPort()
   const r = run(t, `http://127.0.0.1:${port}/`, { maxRetries: 2 })
-  const out = await r.result.catch((e: unknown) => e) as { failed: { code?: string } }
+  const out = (await r.result.catch((e: unknown) => e)) as { failed: { code?: string } }
   t.equal(out.failed?.code, 'ECONNREFUSED')
   t.same(r.attempts, [0, 1, 2])
 })

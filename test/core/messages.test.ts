@@ -3,8 +3,14 @@ import { checkHistory, type Message } from '../../src/core/messages.js'
 import { COMPACTION_PROMPT, SUMMARY_PREFIX } from '../../src/core/compactor.js'
 
 const user = (text: string): Message => ({ role: 'user', content: [{ type: 'text', text }] })
-const call = (...ids: string[]): Message => ({ role: 'assistant', content: ids.map((id) => ({ type: 'tool_use', id, name: 't', input: {} })) })
-const results = (...ids: string[]): Message => ({ role: 'user', content: ids.map((id) => ({ type: 'tool_result', tool_use_id: id, content: 'ok' })) })
+const call = (...ids: string[]): Message => ({
+  role: 'assistant',
+  content: ids.map((id) => ({ type: 'tool_use', id, name: 't', input: {} })),
+})
+const results = (...ids: string[]): Message => ({
+  role: 'user',
+  content: ids.map((id) => ({ type: 'tool_result', tool_use_id: id, content: 'ok' })),
+})
 
 t.test('checkHistory accepts valid histories', async (t) => {
   t.equal(checkHistory([]), null)
@@ -22,7 +28,9 @@ t.test('checkHistory finds orphans, duplicates and misplaced blocks', async (t) 
 })
 
 t.test('the compaction texts are the canonical ones, verbatim', async (t) => {
-  t.equal(COMPACTION_PROMPT, `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
+  t.equal(
+    COMPACTION_PROMPT,
+    `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
 
 Include:
 - Current progress and key decisions made
@@ -31,6 +39,10 @@ Include:
 - Any critical data, file paths, examples, or references needed to continue
 - Tool call patterns that worked or failed
 
-Be concise and structured. Prioritize information the next context needs to act, not narrate.`)
-  t.equal(SUMMARY_PREFIX, '[Context compacted] A previous context produced the following summary of work so far. The current tool and session state is preserved. Use this summary to continue without duplicating work:')
+Be concise and structured. Prioritize information the next context needs to act, not narrate.`,
+  )
+  t.equal(
+    SUMMARY_PREFIX,
+    '[Context compacted] A previous context produced the following summary of work so far. The current tool and session state is preserved. Use this summary to continue without duplicating work:',
+  )
 })

@@ -6,10 +6,20 @@ t.test('unhealthy after a failed write, healthy again after a probe or a write, 
   let room = false
   let probes = 0
   const changes: boolean[] = []
-  const h = new WriteHealth(async () => { probes++; if (!room) throw new Error('ENOSPC') }, (w) => changes.push(w))
+  const h = new WriteHealth(
+    async () => {
+      probes++
+      if (!room) throw new Error('ENOSPC')
+    },
+    (w) => changes.push(w),
+  )
   t.equal(h.writable, true)
   t.equal(probes, 0, 'a healthy store never probes')
-  const err = await h.run(async () => { throw Object.assign(new Error('disk full'), { code: 'ENOSPC' }) }, 'the thing').catch((e: unknown) => e)
+  const err = await h
+    .run(async () => {
+      throw Object.assign(new Error('disk full'), { code: 'ENOSPC' })
+    }, 'the thing')
+    .catch((e: unknown) => e)
   t.type(err, BurrowError)
   t.equal((err as BurrowError).code, 'STORE_UNAVAILABLE')
   t.match((err as BurrowError).message, /^the thing could not be stored: ENOSPC/)

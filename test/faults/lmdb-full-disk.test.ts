@@ -12,9 +12,19 @@ t.test('lmdb: a full disk during turns', async (t) => {
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const run = await storeFaultChapter(t, {
     name: 'lmdb',
-    env: { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off', BURROW_DATA_DIR: dataDir, BURROW_DURABILITY: 'fsync' },
-    async breakStore(server) { fillDiskFor(server.child.pid!, join(dataDir, 'lmdb', 'data.mdb')) },
-    async healStore(server) { unlimitFileSize(server.child.pid!) },
+    env: {
+      BURROW_SESSION_STORE: 'lmdb',
+      BURROW_MEMORY_STORE: 'off',
+      BURROW_COMPACTION: 'off',
+      BURROW_DATA_DIR: dataDir,
+      BURROW_DURABILITY: 'fsync',
+    },
+    async breakStore(server) {
+      fillDiskFor(server.child.pid!, join(dataDir, 'lmdb', 'data.mdb'))
+    },
+    async healStore(server) {
+      unlimitFileSize(server.child.pid!)
+    },
   })
   t.comment(JSON.stringify(run))
 })

@@ -44,8 +44,21 @@ export async function storeFaultChapter(t: Checks, backend: FaultBackend, turns 
   const env = { ...backend.env, OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`, BURROW_DEFAULT_MODEL: 'offline:echo' }
   let server = await spawnServer(env)
   let exits = 0
-  server.child.once('exit', (code, signal) => { exits++; if (code !== 0 && signal !== 'SIGKILL') t.comment(`server exited (${code ?? signal}): ${server.stderr.join('').split('\n').filter((l) => !/^(Write error|    at |  code|}|Error: File too large)/.test(l)).join('\n').slice(-3000)}`) })
-  t.teardown(() => { server.child.kill('SIGKILL') })
+  server.child.once('exit', (code, signal) => {
+    exits++
+    if (code !== 0 && signal !== 'SIGKILL')
+      t.comment(
+        `server exited (${code ?? signal}): ${server.stderr
+          .join('')
+          .split('\n')
+          .filter((l) => !/^(Write error|    at |  code|}|Error: File too large)/.test(l))
+          .join('\n')
+          .slice(-3000)}`,
+      )
+  })
+  t.teardown(() => {
+    server.child.kill('SIGKILL')
+  })
   const api = new Api(server.url)
   const ids: string[] = []
   for (let i = 0; i < 4; i++) ids.push(await api.createSession({ metadata: { i: String(i) } }))
@@ -76,7 +89,10 @@ export async function storeFaultChapter(t: Checks, backend: FaultBackend, turns 
     if (refused > 0) tried++
     if (i % 10 === 0) {
       const ready = await api.get('/readyz')
-      if (ready.status === 503) { sawUnready = true; t.same(ready.body, { status: 'store_unavailable' }) }
+      if (ready.status === 503) {
+        sawUnready = true
+        t.same(ready.body, { status: 'store_unavailable' })
+      }
       const read = await api.get(`/v1/sessions/${id}`)
       t.equal(read.status, 200, 'reads are served while writes fail')
       t.equal((await api.get('/v1/sessions?limit=10')).status, 200)
@@ -93,7 +109,10 @@ export async function storeFaultChapter(t: Checks, backend: FaultBackend, turns 
   await backend.healStore(server)
   let recoveryMs = -1
   while (Date.now() - t0 < 15_000) {
-    if ((await api.get('/readyz')).status === 200) { recoveryMs = Date.now() - t0; break }
+    if ((await api.get('/readyz')).status === 200) {
+      recoveryMs = Date.now() - t0
+      break
+    }
     await sleep(50)
   }
   t.ok(recoveryMs >= 0 && recoveryMs <= 5_000, `ready again ${recoveryMs} ms after space was freed (≤ 5 s)`)
@@ -125,7 +144,10 @@ export async function storeFaultChapter(t: Checks, backend: FaultBackend, turns 
       if (![...inputs].some((s) => s.includes(input.slice(0, 40)))) lost++
     }
     t.ok(completed >= acked.get(id)!.length, 'every acknowledged turn completed in the log')
-    t.ok(log.every((e, i) => e.seq === i + 1), 'the log is gapless')
+    t.ok(
+      log.every((e, i) => e.seq === i + 1),
+      'the log is gapless',
+    )
     const view = (await again.get(`/v1/sessions/${id}`)).body
     t.equal(view.running, false)
   }

@@ -8,7 +8,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export interface ChildServer { child: ChildProcess; url: string; lines: any[]; stderr: string[] }
+export interface ChildServer {
+  child: ChildProcess
+  url: string
+  lines: any[]
+  stderr: string[]
+}
 
 /** How a start ended: listening, or exited before it listened. */
 export type StartOutcome =
@@ -41,14 +46,18 @@ const TSX = import.meta.resolve('tsx')
 export async function spawnServer(env: Record<string, string>, opts: StartOptions = {}): Promise<ChildServer> {
   const out = await startServer(env, opts)
   if (out.kind === 'listening') return out.server
-  throw Object.assign(new Error(`server exited before listening (${out.code ?? out.signal}): ${out.stderr}`), { code: out.code, stderr: out.stderr })
+  throw Object.assign(new Error(`server exited before listening (${out.code ?? out.signal}): ${out.stderr}`), {
+    code: out.code,
+    stderr: out.stderr,
+  })
 }
 
 /** Starts the server and resolves with how the start ended. */
 export function startServer(env: Record<string, string>, opts: StartOptions = {}): Promise<StartOutcome> {
-  const base = opts.inherit === false
-    ? pick(process.env, ['PATH', 'HOME', 'TMPDIR'])
-    : { ...process.env, HOST: '127.0.0.1', PORT: '0', BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' }
+  const base =
+    opts.inherit === false
+      ? pick(process.env, ['PATH', 'HOME', 'TMPDIR'])
+      : { ...process.env, HOST: '127.0.0.1', PORT: '0', BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' }
   // Another user's child gets a home of its own: tap's process-info hook, which tap injects into
   // every child, writes under the test's working directory at exit, where that user may not write.
   const home = opts.uid !== undefined ? userHome(opts.uid, opts.gid ?? opts.uid) : undefined
@@ -75,7 +84,9 @@ export function startServer(env: Record<string, string>, opts: StartOptions = {}
           const j = JSON.parse(line)
           lines.push(j)
           if (j.address) resolve({ kind: 'listening', server: { child, url: j.address, lines, stderr } })
-        } catch { /* not a log line */ }
+        } catch {
+          /* not a log line */
+        }
       }
     })
     // 'close', not 'exit': by then stderr has been read to its end.

@@ -73,7 +73,13 @@ t.test('openai: echo default, non-streaming', async (t) => {
     oaBody({
       messages: [
         { role: 'system', content: 'sys' },
-        { role: 'user', content: [{ type: 'text', text: 'hello ' }, { type: 'text', text: 'world' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hello ' },
+            { type: 'text', text: 'world' },
+          ],
+        },
       ],
     }),
   )
@@ -125,7 +131,10 @@ t.test('openai: streaming text + parallel tool calls with include_usage', async 
   t.same(usageChunk.choices, [])
   t.match(usageChunk.usage, { prompt_tokens: 11, completion_tokens: 22, total_tokens: 33 })
   const body = chunks.slice(0, -1)
-  t.ok(body.every((c) => c.usage === null), 'usage: null on every other chunk')
+  t.ok(
+    body.every((c) => c.usage === null),
+    'usage: null on every other chunk',
+  )
   t.equal(body.at(-1).choices[0].finish_reason, 'tool_calls')
   t.ok(body.slice(0, -1).every((c) => c.choices[0].finish_reason === null))
 
@@ -150,10 +159,16 @@ t.test('openai: streaming text + parallel tool calls with include_usage', async 
   t.equal(gotText, text)
   t.ok(body.filter((c) => typeof c.choices[0].delta.content === 'string' && c.choices[0].delta.content).length > 1)
   t.equal(calls.length, 2)
-  t.same(calls.map((c) => c.name), ['get_weather', 'get_time'])
+  t.same(
+    calls.map((c) => c.name),
+    ['get_weather', 'get_time'],
+  )
   t.same(JSON.parse(calls[0]!.args), weather.input)
   t.same(JSON.parse(calls[1]!.args), time.input)
-  t.ok(calls.every((c) => c.fragments >= 2), 'arguments split across several chunks')
+  t.ok(
+    calls.every((c) => c.fragments >= 2),
+    'arguments split across several chunks',
+  )
   t.not(calls[0]!.id, calls[1]!.id)
 })
 
@@ -491,7 +506,14 @@ t.test('basic request validation', async (t) => {
   await expect400(t, await anthropic(anBody({ messages: {} })), 'anthropic', /valid list/)
   await expect400(
     t,
-    await anthropic(anBody({ messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'x' }] })),
+    await anthropic(
+      anBody({
+        messages: [
+          { role: 'system', content: 's' },
+          { role: 'user', content: 'x' },
+        ],
+      }),
+    ),
     'anthropic',
     /Unexpected role "system"/,
   )
@@ -525,19 +547,13 @@ t.test('openai tool pairing', async (t) => {
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_b",
   )
   await expect400(t, await send([user, asst('call_a')]), 'openai', /did not have response messages: call_a$/)
-  const stray =
-    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+  const stray = "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
   await expect400(t, await send([user, tool('call_a')]), 'openai', stray)
   await expect400(t, await send([user, asst('call_a'), tool('call_x')]), 'openai', stray)
   await expect400(t, await send([user, asst('call_a'), user, tool('call_a')]), 'openai', /did not have response/)
   await expect400(t, await send([user, asst('call_a'), tool('call_a'), tool('call_a')]), 'openai', stray)
   await expect400(t, await send([user, asst('call_a', 'call_a')]), 'openai', /Duplicate value for 'tool_call_id'/)
-  await expect400(
-    t,
-    await send([user, asst('call_a'), tool('call_a'), asst('call_a'), tool('call_a')]),
-    'openai',
-    /Duplicate/,
-  )
+  await expect400(t, await send([user, asst('call_a'), tool('call_a'), asst('call_a'), tool('call_a')]), 'openai', /Duplicate/)
 
   const tools = [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object' } } }]
   const res = await openai(
@@ -633,7 +649,10 @@ t.test('embeddings', async (t) => {
   const j: any = await res.json()
   t.match(j, { object: 'list', model: 'emb', usage: { prompt_tokens: Number, total_tokens: Number } })
   t.equal(j.data.length, 3)
-  t.same(j.data.map((d: any) => d.index), [0, 1, 2])
+  t.same(
+    j.data.map((d: any) => d.index),
+    [0, 1, 2],
+  )
   for (const d of j.data) {
     t.equal(d.object, 'embedding')
     t.equal(d.embedding.length, 8)
@@ -646,9 +665,7 @@ t.test('embeddings', async (t) => {
   const single: any = await (await post('/v1/embeddings', { model: 'emb', input: 'alpha' }, oaHeaders)).json()
   t.same(single.data[0].embedding, embeddingFor('alpha'))
 
-  const b64: any = await (
-    await post('/v1/embeddings', { model: 'emb', input: 'alpha', encoding_format: 'base64' }, oaHeaders)
-  ).json()
+  const b64: any = await (await post('/v1/embeddings', { model: 'emb', input: 'alpha', encoding_format: 'base64' }, oaHeaders)).json()
   const buf = Buffer.from(b64.data[0].embedding, 'base64')
   t.same(Array.from(new Float32Array(buf.buffer, buf.byteOffset, 8)), embeddingFor('alpha'))
 

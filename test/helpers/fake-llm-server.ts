@@ -4,14 +4,7 @@
 // client code. Per-API details live in ./fake-llm/{openai,anthropic}.ts.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import {
-  FakeRequestError,
-  resolveStep,
-  type FakeApi,
-  type FakeStep,
-  type RecordedRequest,
-  type Rendered,
-} from './fake-llm/common.js'
+import { FakeRequestError, resolveStep, type FakeApi, type FakeStep, type RecordedRequest, type Rendered } from './fake-llm/common.js'
 import {
   handleEmbeddings,
   openaiAuthError,
@@ -21,13 +14,7 @@ import {
   renderOpenAi,
   validateOpenAi,
 } from './fake-llm/openai.js'
-import {
-  anthropicEcho,
-  anthropicErrorBody,
-  anthropicHeaderError,
-  renderAnthropic,
-  validateAnthropic,
-} from './fake-llm/anthropic.js'
+import { anthropicEcho, anthropicErrorBody, anthropicHeaderError, renderAnthropic, validateAnthropic } from './fake-llm/anthropic.js'
 
 export type { FakeApi, FakeStep, FakeToolCall, RecordedRequest } from './fake-llm/common.js'
 export { embeddingFor } from './fake-llm/openai.js'
@@ -59,9 +46,7 @@ const ROUTES: Record<string, FakeApi | 'embeddings'> = {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
-export async function startFakeLlm(
-  opts: { openaiKey?: string; anthropicKey?: string } = {},
-): Promise<FakeLlmServer> {
+export async function startFakeLlm(opts: { openaiKey?: string; anthropicKey?: string } = {}): Promise<FakeLlmServer> {
   const requests: RecordedRequest[] = []
   const script: FakeStep[] = []
   const sockets = new Set<Socket>()
@@ -76,13 +61,7 @@ export async function startFakeLlm(
   const errorBody = (api: FakeApi, status: number, message: string, param: string | null = null) =>
     api === 'anthropic' ? anthropicErrorBody(status, message) : openaiErrorBody(status, message, param)
 
-  function sendJson(
-    res: ServerResponse,
-    rec: RecordedRequest,
-    status: number,
-    body: unknown,
-    headers: Record<string, string> = {},
-  ): void {
+  function sendJson(res: ServerResponse, rec: RecordedRequest, status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body)
     rec.status = status
     res.writeHead(status, {
@@ -185,12 +164,7 @@ export async function startFakeLlm(
       if (err) return reject(res, rec, err[0], err[1])
     }
     if (body === raw) {
-      return reject(
-        res,
-        rec,
-        400,
-        api === 'anthropic' ? 'There was an error parsing the body: invalid JSON' : OPENAI_BAD_BODY,
-      )
+      return reject(res, rec, 400, api === 'anthropic' ? 'There was an error parsing the body: invalid JSON' : OPENAI_BAD_BODY)
     }
 
     try {
@@ -203,7 +177,9 @@ export async function startFakeLlm(
     }
 
     const summaryRequest = api$.autoSummaries && raw.includes('You are performing a CONTEXT COMPACTION')
-    const scripted = summaryRequest ? { text: `auto summary of ${Array.isArray(body.messages) ? body.messages.length : 0} messages` } : takeStep(api)
+    const scripted = summaryRequest
+      ? { text: `auto summary of ${Array.isArray(body.messages) ? body.messages.length : 0} messages` }
+      : takeStep(api)
     if (scripted && !summaryRequest) rec.step = scripted
     const echo = api === 'anthropic' ? anthropicEcho(body) : openaiEcho(body)
     const step: FakeStep = scripted ?? { text: `echo: ${echo}` }
@@ -218,8 +194,7 @@ export async function startFakeLlm(
     const resolved = resolveStep(step, {
       rawBodyLength: raw.length,
       newToolId: () => (api === 'anthropic' ? `toolu_fake${nextId()}` : `call_fake${nextId()}`),
-      stopDefaults:
-        api === 'anthropic' ? { text: 'end_turn', tools: 'tool_use' } : { text: 'stop', tools: 'tool_calls' },
+      stopDefaults: api === 'anthropic' ? { text: 'end_turn', tools: 'tool_use' } : { text: 'stop', tools: 'tool_calls' },
     })
     const rendered =
       api === 'anthropic'

@@ -12,18 +12,31 @@ import { checkResponse } from './openapi-check.js'
 import { openSse, type SseStream } from './sse-client.js'
 import { startFakeLlm, type FakeLlmServer } from './fake-llm-server.js'
 
-export interface ApiResponse { status: number; headers: Record<string, string | string[] | undefined>; body: any }
+export interface ApiResponse {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: any
+}
 
-export interface CallOptions { body?: unknown; rawBody?: string; headers?: Record<string, string>; token?: string | null; contentType?: string }
+export interface CallOptions {
+  body?: unknown
+  rawBody?: string
+  headers?: Record<string, string>
+  token?: string | null
+  contentType?: string
+}
 
 const agent = new Agent({ connections: 256 })
 
 export class Api {
-  constructor(readonly url: string, readonly token?: string) {}
+  constructor(
+    readonly url: string,
+    readonly token?: string,
+  ) {}
 
   async call(method: string, path: string, opts: CallOptions = {}): Promise<ApiResponse> {
     const headers: Record<string, string> = { ...opts.headers }
-    const token = opts.token === undefined ? this.token : opts.token ?? undefined
+    const token = opts.token === undefined ? this.token : (opts.token ?? undefined)
     if (token) headers.authorization = `Bearer ${token}`
     let body: string | undefined
     if (opts.rawBody !== undefined) body = opts.rawBody
@@ -40,9 +53,15 @@ export class Api {
     return { status: res.statusCode, headers: res.headers, body: parsed }
   }
 
-  get(path: string, opts?: CallOptions) { return this.call('GET', path, opts) }
-  post(path: string, body?: unknown, opts: CallOptions = {}) { return this.call('POST', path, { ...opts, body }) }
-  delete(path: string, opts?: CallOptions) { return this.call('DELETE', path, opts) }
+  get(path: string, opts?: CallOptions) {
+    return this.call('GET', path, opts)
+  }
+  post(path: string, body?: unknown, opts: CallOptions = {}) {
+    return this.call('POST', path, { ...opts, body })
+  }
+  delete(path: string, opts?: CallOptions) {
+    return this.call('DELETE', path, opts)
+  }
 
   /** Creates a session and returns its id (asserting 201). */
   async createSession(body: Record<string, unknown> = {}, opts: CallOptions = {}): Promise<string> {
@@ -51,11 +70,16 @@ export class Api {
     return r.body.session_id
   }
 
-  turn(id: string, body: unknown, opts: CallOptions = {}) { return this.post(`/v1/sessions/${id}/turns`, body, opts) }
+  turn(id: string, body: unknown, opts: CallOptions = {}) {
+    return this.post(`/v1/sessions/${id}/turns`, body, opts)
+  }
 
-  sse(path: string, opts: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: unknown; token?: string | null } = {}): Promise<SseStream> {
+  sse(
+    path: string,
+    opts: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: unknown; token?: string | null } = {},
+  ): Promise<SseStream> {
     const headers: Record<string, string> = { ...opts.headers }
-    const token = opts.token === undefined ? this.token : opts.token ?? undefined
+    const token = opts.token === undefined ? this.token : (opts.token ?? undefined)
     if (token) headers.authorization = `Bearer ${token}`
     return openSse(`${this.url}${path}`, { method: opts.method, headers, body: opts.body })
   }
@@ -93,9 +117,11 @@ export interface StartOptions {
 
 export async function startBurrow(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<Harness> {
   const ownDir = opts.dataDir === undefined
-  const dataDir = opts.dataDir ?? await mkdtemp(join(tmpdir(), 'burrow-test-'))
+  const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'burrow-test-')))
   const ownFake = opts.fake && !opts.fakeServer
-  const fake = opts.fakeServer ?? (opts.fake ? await startFakeLlm({ openaiKey: 'sk-test', anthropicKey: 'ak-test' }) : (undefined as unknown as FakeLlmServer))
+  const fake =
+    opts.fakeServer ??
+    (opts.fake ? await startFakeLlm({ openaiKey: 'sk-test', anthropicKey: 'ak-test' }) : (undefined as unknown as FakeLlmServer))
   const logs: any[] = []
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -103,15 +129,35 @@ export async function startBurrow(env: Record<string, string> = {}, opts: StartO
       cb()
     },
   })
-  const fakeEnv: Record<string, string> = fake ? {
-    OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1`, ANTHROPIC_API_KEY: 'ak-test', ANTHROPIC_BASE_URL: fake.url,
-    BURROW_PROVIDER_RETRY_BASE_MS: '5', BURROW_PROVIDER_RETRY_MAX_MS: '20', BURROW_DEFAULT_MODEL: 'offline:echo',
-  } : {}
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', BURROW_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...EPHEMERAL_ENV, ...fakeEnv, ...env })
+  const fakeEnv: Record<string, string> = fake
+    ? {
+        OPENAI_API_KEY: 'sk-test',
+        OPENAI_BASE_URL: `${fake.url}/v1`,
+        ANTHROPIC_API_KEY: 'ak-test',
+        ANTHROPIC_BASE_URL: fake.url,
+        BURROW_PROVIDER_RETRY_BASE_MS: '5',
+        BURROW_PROVIDER_RETRY_MAX_MS: '20',
+        BURROW_DEFAULT_MODEL: 'offline:echo',
+      }
+    : {}
+  const config = loadConfig({
+    HOST: '127.0.0.1',
+    PORT: '0',
+    BURROW_DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    ...EPHEMERAL_ENV,
+    ...fakeEnv,
+    ...env,
+  })
   const burrow = await createBurrow(config, { logger: pino({ level: config.logLevel }, sink), defaultMetrics: false })
   const url = await burrow.listen()
   return {
-    url, burrow, api: new Api(url, opts.token), logs, fake, dataDir,
+    url,
+    burrow,
+    api: new Api(url, opts.token),
+    logs,
+    fake,
+    dataDir,
     async close() {
       await burrow.close()
       if (ownFake) await fake.close()

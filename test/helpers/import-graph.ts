@@ -34,8 +34,13 @@ export function resolveSpec(file: string, spec: string): string {
 export function importGraph(root: string): Map<string, string[]> {
   const graph = new Map<string, string[]>()
   for (const file of sourceFiles(root)) {
-    const targets = importsOf(readFileSync(file, 'utf8')).filter((s) => s.startsWith('.')).map((s) => resolveSpec(file, s))
-    graph.set(file, targets.filter((t) => t.startsWith(root + '/')))
+    const targets = importsOf(readFileSync(file, 'utf8'))
+      .filter((s) => s.startsWith('.'))
+      .map((s) => resolveSpec(file, s))
+    graph.set(
+      file,
+      targets.filter((t) => t.startsWith(root + '/')),
+    )
   }
   return graph
 }
@@ -54,7 +59,10 @@ export function importCycles(graph: Map<string, string[]>, root: string): string
   for (const start of graph.keys()) {
     if (index.has(start)) continue
     const work: Array<{ node: string; next: number }> = [{ node: start, next: 0 }]
-    index.set(start, counter); low.set(start, counter++); stack.push(start); onStack.add(start)
+    index.set(start, counter)
+    low.set(start, counter++)
+    stack.push(start)
+    onStack.add(start)
     while (work.length > 0) {
       const top = work[work.length - 1]!
       const edges = graph.get(top.node) ?? []
@@ -62,17 +70,27 @@ export function importCycles(graph: Map<string, string[]>, root: string): string
         const w = edges[top.next++]!
         if (!graph.has(w)) continue
         if (!index.has(w)) {
-          index.set(w, counter); low.set(w, counter++); stack.push(w); onStack.add(w)
+          index.set(w, counter)
+          low.set(w, counter++)
+          stack.push(w)
+          onStack.add(w)
           work.push({ node: w, next: 0 })
         } else if (onStack.has(w)) low.set(top.node, Math.min(low.get(top.node)!, index.get(w)!))
         continue
       }
       work.pop()
-      if (work.length > 0) { const parent = work[work.length - 1]!.node; low.set(parent, Math.min(low.get(parent)!, low.get(top.node)!)) }
+      if (work.length > 0) {
+        const parent = work[work.length - 1]!.node
+        low.set(parent, Math.min(low.get(parent)!, low.get(top.node)!))
+      }
       if (low.get(top.node) === index.get(top.node)) {
         const scc: string[] = []
         let w: string
-        do { w = stack.pop()!; onStack.delete(w); scc.push(w) } while (w !== top.node)
+        do {
+          w = stack.pop()!
+          onStack.delete(w)
+          scc.push(w)
+        } while (w !== top.node)
         if (scc.length > 1 || (graph.get(top.node) ?? []).includes(top.node)) out.push(scc.map((f) => relative(root, f)).sort())
       }
     }

@@ -27,10 +27,14 @@ export function checkResponse(method: string, url: string, status: number, conte
   if (!res) return `${method} ${tpl.path}: status ${status} is not documented`
   if (!res.content) return body === undefined || body === '' ? null : `${method} ${tpl.path} ${status}: documented without a body`
   const type = (contentType ?? '').split(';')[0]!.trim()
-  if (!res.content[type]) return `${method} ${tpl.path} ${status}: content-type ${type} not documented (${Object.keys(res.content).join(', ')})`
+  if (!res.content[type])
+    return `${method} ${tpl.path} ${status}: content-type ${type} not documented (${Object.keys(res.content).join(', ')})`
   const ref = `openapi.json#/${pointer(['paths', tpl.path, method.toLowerCase(), 'responses', String(status), 'content', type, 'schema'])}`
   let v = compiled.get(ref)
-  if (!v) { v = ajv.compile({ $ref: ref }); compiled.set(ref, v) }
+  if (!v) {
+    v = ajv.compile({ $ref: ref })
+    compiled.set(ref, v)
+  }
   if (type === 'text/event-stream' || type === 'text/plain') return null // frames are checked one by one (checkFrame)
   return v(body) ? null : `${method} ${tpl.path} ${status}: ${ajv.errorsText(v.errors)}`
 }
@@ -42,7 +46,10 @@ export function checkFrame(method: string, url: string, data: unknown): string |
   if (!tpl) return `undocumented path ${path}`
   const ref = `openapi.json#/${pointer(['paths', tpl.path, method.toLowerCase(), 'responses', '200', 'content', 'text/event-stream', 'schema'])}`
   let v = compiled.get(ref)
-  if (!v) { v = ajv.compile({ $ref: ref }); compiled.set(ref, v) }
+  if (!v) {
+    v = ajv.compile({ $ref: ref })
+    compiled.set(ref, v)
+  }
   return v(data) ? null : `SSE frame on ${tpl.path}: ${ajv.errorsText(v.errors)}`
 }
 

@@ -39,7 +39,8 @@ export function rpcErrorFaults(error: any): string[] {
   const faults: string[] = []
   if (typeof error.message !== 'string') faults.push('error.message is not a string')
   const code: unknown = error.data?.code
-  if (!isErrorCode(code)) return [...faults, `error.data.code ${JSON.stringify(code)} is not in the table (error ${JSON.stringify(error).slice(0, 300)})`]
+  if (!isErrorCode(code))
+    return [...faults, `error.data.code ${JSON.stringify(code)} is not in the table (error ${JSON.stringify(error).slice(0, 300)})`]
   if (code === 'INTERNAL') faults.push(`INTERNAL: ${error.message}`)
   const ok = error.code === ERROR_TABLE[code].rpc || (JSON_RPC_OWN.has(error.code) && code === 'INVALID_REQUEST')
   if (!ok) faults.push(`error.code ${error.code} is not ${code}'s ${ERROR_TABLE[code].rpc}`)
@@ -52,7 +53,10 @@ export function rpcResponseFaults(body: unknown): string[] {
   if (Array.isArray(body) && body.length === 0) return ['an empty batch response']
   const faults: string[] = []
   for (const r of all as any[]) {
-    if (r === null || typeof r !== 'object' || r.jsonrpc !== '2.0') { faults.push(`not a JSON-RPC response: ${JSON.stringify(r).slice(0, 200)}`); continue }
+    if (r === null || typeof r !== 'object' || r.jsonrpc !== '2.0') {
+      faults.push(`not a JSON-RPC response: ${JSON.stringify(r).slice(0, 200)}`)
+      continue
+    }
     if (!('id' in r) || !(r.id === null || typeof r.id === 'string' || typeof r.id === 'number')) faults.push('bad id')
     if ('error' in r === 'result' in r) faults.push('needs exactly one of result and error')
     if ('error' in r) faults.push(...rpcErrorFaults(r.error))

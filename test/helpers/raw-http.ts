@@ -53,10 +53,15 @@ export function rawRequest(url: string, head: string | Buffer, opts: RawOptions 
     })
     socket.on('error', (e: NodeJS.ErrnoException) => finish(`error:${e.code ?? e.message}`))
     socket.on('close', () => finish('closed'))
-    const write = (c: string | Buffer) => new Promise<void>((r) => {
-      if (!opts.readAfterSending) { socket.write(c); r(); return }
-      socket.write(c, () => r())
-    })
+    const write = (c: string | Buffer) =>
+      new Promise<void>((r) => {
+        if (!opts.readAfterSending) {
+          socket.write(c)
+          r()
+          return
+        }
+        socket.write(c, () => r())
+      })
     socket.on('connect', async () => {
       if (opts.readAfterSending) socket.pause()
       await write(head)
@@ -105,6 +110,11 @@ function dechunk(b: Buffer): Buffer {
 
 /** A request head: request line, headers (`connection: close` added), blank line. */
 export function head(method: string, path: string, headers: Record<string, string> = {}): string {
-  const lines = [`${method} ${path} HTTP/1.1`, 'host: 127.0.0.1', 'connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)]
+  const lines = [
+    `${method} ${path} HTTP/1.1`,
+    'host: 127.0.0.1',
+    'connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ]
   return `${lines.join('\r\n')}\r\n\r\n`
 }

@@ -16,23 +16,29 @@ export async function closedPort(): Promise<number> {
 /** Listens on an ephemeral loopback port, closed (open connections too) on teardown; returns the origin. */
 export async function listenLoopback(t: Test, server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
 /** A bare SSE server sending `frames` verbatim to every request (for wire events the fake LLM does not script). */
 export async function sseServer(t: Test, frames: string[]): Promise<string> {
-  return listenLoopback(t, createServer((rq, rs) => {
-    rq.resume()
-    rq.on('end', () => {
-      rs.writeHead(200, { 'content-type': 'text/event-stream' })
-      for (const f of frames) rs.write(f)
-      rs.end()
-    })
-  }))
+  return listenLoopback(
+    t,
+    createServer((rq, rs) => {
+      rq.resume()
+      rq.on('end', () => {
+        rs.writeHead(200, { 'content-type': 'text/event-stream' })
+        for (const f of frames) rs.write(f)
+        rs.end()
+      })
+    }),
+  )
 }
 
 export interface Reply {
@@ -44,25 +50,39 @@ export interface Reply {
   hang?: 'headers' | 'body'
 }
 
-export interface Seen { at: number; headers: IncomingHttpHeaders; body: string }
+export interface Seen {
+  at: number
+  headers: IncomingHttpHeaders
+  body: string
+}
 
 /**
  * A plain HTTP server answering each request with the next reply of `replies` (status 200
  * and a JSON content type unless told otherwise); once the script is spent it answers with
  * `after(body)`, by default 200 `{}`. Records when each request arrived, its headers and body.
  */
-export async function scriptedServer(t: Test, replies: Reply[], after: (body: string) => Reply = () => ({ body: {} })): Promise<{ url: string; seen: Seen[] }> {
+export async function scriptedServer(
+  t: Test,
+  replies: Reply[],
+  after: (body: string) => Reply = () => ({ body: {} }),
+): Promise<{ url: string; seen: Seen[] }> {
   const seen: Seen[] = []
-  const url = await listenLoopback(t, createServer(async (rq, rs) => {
-    let body = ''
-    for await (const c of rq) body += String(c)
-    seen.push({ at: performance.now(), headers: rq.headers, body })
-    const r = replies.shift() ?? after(body)
-    if (r.hang === 'headers') return
-    rs.writeHead(r.status ?? 200, { 'content-type': 'application/json', ...r.headers })
-    if (r.hang === 'body') { rs.write('{"data": ['); return }
-    rs.end(typeof r.body === 'string' ? r.body : r.body === undefined ? '' : JSON.stringify(r.body))
-  }))
+  const url = await listenLoopback(
+    t,
+    createServer(async (rq, rs) => {
+      let body = ''
+      for await (const c of rq) body += String(c)
+      seen.push({ at: performance.now(), headers: rq.headers, body })
+      const r = replies.shift() ?? after(body)
+      if (r.hang === 'headers') return
+      rs.writeHead(r.status ?? 200, { 'content-type': 'application/json', ...r.headers })
+      if (r.hang === 'body') {
+        rs.write('{"data": [')
+        return
+      }
+      rs.end(typeof r.body === 'string' ? r.body : r.body === undefined ? '' : JSON.stringify(r.body))
+    }),
+  )
   return { url, seen }
 }
 

@@ -3,7 +3,11 @@ import { request, Agent } from 'undici'
 import { createParser } from 'eventsource-parser'
 import { checkFrame } from './openapi-check.js'
 
-export interface SseFrame { id: string | undefined; event: string; data: any }
+export interface SseFrame {
+  id: string | undefined
+  event: string
+  data: any
+}
 
 export interface SseStream {
   status: number
@@ -21,11 +25,16 @@ export interface SseStream {
 
 const agent = new Agent({ connections: 2000, pipelining: 0 })
 
-export async function openSse(url: string, opts: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: unknown } = {}): Promise<SseStream> {
+export async function openSse(
+  url: string,
+  opts: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<SseStream> {
   const method = opts.method ?? 'GET'
   const controller = new AbortController()
   const res = await request(url, {
-    method, dispatcher: agent, signal: controller.signal,
+    method,
+    dispatcher: agent,
+    signal: controller.signal,
     headers: { accept: 'text/event-stream', ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
     body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
   })
@@ -38,7 +47,11 @@ export async function openSse(url: string, opts: { method?: 'GET' | 'POST'; head
   if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
     const text = await res.body.text()
     let problem: any = text
-    try { problem = JSON.parse(text) } catch { /* not JSON */ }
+    try {
+      problem = JSON.parse(text)
+    } catch {
+      /* not JSON */
+    }
     return { status: res.statusCode, headers: res.headers, problem, next: async () => null, until: async () => [], comments, close() {} }
   }
   const parser = createParser({
@@ -49,13 +62,17 @@ export async function openSse(url: string, opts: { method?: 'GET' | 'POST'; head
       frames.push({ id: e.id, event: e.event ?? 'message', data })
       wake?.()
     },
-    onComment(c) { comments.push(c) },
+    onComment(c) {
+      comments.push(c)
+    },
   })
   ;(async () => {
     const dec = new TextDecoder()
     try {
       for await (const chunk of res.body) parser.feed(dec.decode(chunk as Uint8Array, { stream: true }))
-    } catch { /* aborted or reset */ }
+    } catch {
+      /* aborted or reset */
+    }
     ended = true
     wake?.()
   })()
@@ -68,12 +85,19 @@ export async function openSse(url: string, opts: { method?: 'GET' | 'POST'; head
       if (ended) return null
       const left = deadline - Date.now()
       if (left <= 0) throw new Error(`no SSE frame within ${timeoutMs} ms on ${path}`)
-      await new Promise<void>((r) => { wake = r; setTimeout(r, Math.min(left, 50)) })
+      await new Promise<void>((r) => {
+        wake = r
+        setTimeout(r, Math.min(left, 50))
+      })
       wake = null
     }
   }
   return {
-    status: res.statusCode, headers: res.headers, problem: undefined, comments, next,
+    status: res.statusCode,
+    headers: res.headers,
+    problem: undefined,
+    comments,
+    next,
     async until(pred, timeoutMs = 5000) {
       const out: SseFrame[] = []
       for (;;) {
@@ -83,6 +107,8 @@ export async function openSse(url: string, opts: { method?: 'GET' | 'POST'; head
         if (pred(f)) return out
       }
     },
-    close() { controller.abort() },
+    close() {
+      controller.abort()
+    },
   }
 }

@@ -13,7 +13,15 @@ import type { ChildServer } from '../helpers/child-server.js'
 export function spawnBareServer(env: Record<string, string>, nodeArgs: string[] = []): Promise<ChildServer> {
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, ...nodeArgs, '--import', 'tsx', 'src/bin/server.ts'], {
     cwd: new URL('../..', import.meta.url).pathname,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', BURROW_SESSION_STORE: 'off', BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off', ...env },
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      BURROW_SESSION_STORE: 'off',
+      BURROW_MEMORY_STORE: 'off',
+      BURROW_COMPACTION: 'off',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const lines: any[] = []
@@ -27,7 +35,11 @@ export function spawnBareServer(env: Record<string, string>, nodeArgs: string[] 
         const line = buf.slice(0, i)
         buf = buf.slice(i + 1)
         let j: any
-        try { j = JSON.parse(line) } catch { continue /* not a log line */ }
+        try {
+          j = JSON.parse(line)
+        } catch {
+          continue /* not a log line */
+        }
         lines.push(j)
         if (j.address) resolve({ child, url: j.address, lines, stderr })
       }

@@ -14,7 +14,10 @@ const DIM = 32
 /** A deterministic unit vector per label (no Math.random: failures must reproduce). */
 function vector(label: number, dim = DIM): number[] {
   let x = label * 2654435761 + 1
-  const v = Array.from({ length: dim }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x / 2 ** 31 - 0.5 })
+  const v = Array.from({ length: dim }, () => {
+    x = (x * 1103515245 + 12345) % 2 ** 31
+    return x / 2 ** 31 - 0.5
+  })
   const n = Math.hypot(...v)
   return v.map((c) => c / n)
 }
@@ -50,7 +53,10 @@ function damaged(key: string, content: Buffer, covered = 300): string {
 function seededBytes(n: number, seed: number): Buffer {
   const b = Buffer.alloc(n)
   let x = seed
-  for (let i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2 ** 31; b[i] = x >>> 16 }
+  for (let i = 0; i < n; i++) {
+    x = (x * 1103515245 + 12345) % 2 ** 31
+    b[i] = x >>> 16
+  }
   return b
 }
 
@@ -72,9 +78,20 @@ const cases: Array<[string, Buffer, RegExp]> = [
   ['truncated by one byte', bytes.subarray(0, bytes.length - 1), /ends inside|shorter than/],
   ['one byte too many', Buffer.concat([bytes, Buffer.alloc(1)]), /1 bytes after the last element/],
   ['random bytes', seededBytes(bytes.length, 7), /implausible|layout|shorter/],
-  ['random bytes after a good header', Buffer.concat([bytes.subarray(0, HEADER), seededBytes(bytes.length - HEADER, 11)]), /links|label|upper-level|ends inside/],
+  [
+    'random bytes after a good header',
+    Buffer.concat([bytes.subarray(0, HEADER), seededBytes(bytes.length - HEADER, 11)]),
+    /links|label|upper-level|ends inside/,
+  ],
   ['a huge capacity', patched(MAX_ELEMENTS, (b) => b.writeBigUInt64LE(1n << 40n)), /implausible capacity/],
-  ['a link to an element that does not exist', patched(HEADER, (b) => { b.writeUInt16LE(1, 0); b.writeUInt32LE(300, 4) }), /links to an element that does not exist/],
+  [
+    'a link to an element that does not exist',
+    patched(HEADER, (b) => {
+      b.writeUInt16LE(1, 0)
+      b.writeUInt32LE(300, 4)
+    }),
+    /links to an element that does not exist/,
+  ],
   ['too many links', patched(HEADER, (b) => b.writeUInt16LE(level0, 0)), /more than 32/],
 ]
 
@@ -91,9 +108,20 @@ for (let e = 0, at = HEADER + count * perElement; e < count; e++) {
 const high = upper.findIndex((u) => u.level >= 1)
 const low = upper.findIndex((u) => u.level === 0)
 cases.push(
-  ['a label twice', patched(HEADER + perElement + labelOffset, (b) => b.writeBigUInt64LE(bytes.readBigUInt64LE(HEADER + labelOffset))), /label 0 appears twice/],
+  [
+    'a label twice',
+    patched(HEADER + perElement + labelOffset, (b) => b.writeBigUInt64LE(bytes.readBigUInt64LE(HEADER + labelOffset))),
+    /label 0 appears twice/,
+  ],
   ['an entry point below the top level', patched(52, (b) => b.writeUInt32LE(low)), /entry point \d+ is not at the top level/],
-  ['an upper-level link to an element without that level', patched(upper[high]!.at, (b) => { b.writeUInt16LE(1, 0); b.writeUInt32LE(low, 4) }), /(links to element \d+, which has no level 1|is linked at level 1 but has no such level)/],
+  [
+    'an upper-level link to an element without that level',
+    patched(upper[high]!.at, (b) => {
+      b.writeUInt16LE(1, 0)
+      b.writeUInt32LE(low, 4)
+    }),
+    /(links to element \d+, which has no level 1|is linked at level 1 but has no such level)/,
+  ],
 )
 
 for (const [name, content, reason] of cases) {
@@ -110,29 +138,50 @@ for (const [name, content, reason] of cases) {
 
 t.test('damaged: built for another dimension', async (t) => {
   const other = savedIndex(dir, 'dim64', 20, 64)
-  t.throws(() => inspectIndexFile(other, { dim: DIM, labelsBelow: 20 }), { name: 'DamagedIndexError', reason: /does not fit 32-dimensional vectors/ })
+  t.throws(() => inspectIndexFile(other, { dim: DIM, labelsBelow: 20 }), {
+    name: 'DamagedIndexError',
+    reason: /does not fit 32-dimensional vectors/,
+  })
   t.throws(() => TenantIndex.load(dir, 'dim64', DIM, { labelsBelow: 20 }), DamagedIndexError)
 })
 
 t.test('damaged: labels beyond what the file (or LMDB) covers', async (t) => {
   copyFileSync(good, join(dir, 'fewer.100.bin'))
-  t.throws(() => TenantIndex.load(dir, 'fewer', DIM, { labelsBelow: 300 }), { name: 'DamagedIndexError', reason: /label 100, beyond the 100/ })
+  t.throws(() => TenantIndex.load(dir, 'fewer', DIM, { labelsBelow: 300 }), {
+    name: 'DamagedIndexError',
+    reason: /label 100, beyond the 100/,
+  })
   copyFileSync(good, join(dir, 'ahead.300.bin'))
-  t.throws(() => TenantIndex.load(dir, 'ahead', DIM, { labelsBelow: 250 }), { name: 'DamagedIndexError', reason: /claims 300 labels, but only 250/ })
+  t.throws(() => TenantIndex.load(dir, 'ahead', DIM, { labelsBelow: 250 }), {
+    name: 'DamagedIndexError',
+    reason: /claims 300 labels, but only 250/,
+  })
 })
 
-t.test('damaged: a whole file that is not the one recorded (another tenant\'s, an older one)', async (t) => {
+t.test("damaged: a whole file that is not the one recorded (another tenant's, an older one)", async (t) => {
   copyFileSync(good, join(dir, 'swapped.300.bin'))
   const record = { file: 'swapped.300.bin', sha256: createHash('sha256').update('something else').digest('hex') }
-  t.throws(() => TenantIndex.load(dir, 'swapped', DIM, { labelsBelow: 300, record }), { name: 'DamagedIndexError', reason: /not the file last saved/ })
-  t.ok(TenantIndex.load(dir, 'swapped', DIM, { labelsBelow: 300, record: { ...record, sha256: createHash('sha256').update(bytes).digest('hex') } }), 'the recorded file loads')
+  t.throws(() => TenantIndex.load(dir, 'swapped', DIM, { labelsBelow: 300, record }), {
+    name: 'DamagedIndexError',
+    reason: /not the file last saved/,
+  })
+  t.ok(
+    TenantIndex.load(dir, 'swapped', DIM, {
+      labelsBelow: 300,
+      record: { ...record, sha256: createHash('sha256').update(bytes).digest('hex') },
+    }),
+    'the recorded file loads',
+  )
 })
 
 t.test('a short write on a full disk (hnswlib ignores write errors) is caught before the file is put in place', async (t) => {
   const out = mkdtempSync(join(tmpdir(), 'burrow-index-short-'))
   t.teardown(() => rmSync(out, { recursive: true, force: true }))
   const fixture = new URL('./fixtures/write-index.ts', import.meta.url).pathname
-  const run = (fsize: string) => JSON.parse(execFileSync('prlimit', [`--fsize=${fsize}`, process.execPath, '--import', 'tsx', fixture, out, '500'], { encoding: 'utf8' }).trim())
+  const run = (fsize: string) =>
+    JSON.parse(
+      execFileSync('prlimit', [`--fsize=${fsize}`, process.execPath, '--import', 'tsx', fixture, out, '500'], { encoding: 'utf8' }).trim(),
+    )
   // 500 labels of 32 dimensions take about 250 kB; files stop growing at 20 kB.
   const short = run('20000:unlimited')
   t.equal(short.ok, false)

@@ -10,7 +10,8 @@ import { spawnServer, type ChildServer } from '../helpers/child-server.js'
 import { Api, eventually } from '../helpers/harness.js'
 
 const ENV = { BURROW_MEMORY_STORE: 'hnsw', BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync', LOG_LEVEL: 'info' }
-const text = (i: number) => `Record ${i}: crate ${i * 7919 % 10007} left dock ${i % 13} on ship ${['Aurora', 'Borealis', 'Cygnus', 'Draco'][i % 4]} at ${i % 24}h.`
+const text = (i: number) =>
+  `Record ${i}: crate ${(i * 7919) % 10007} left dock ${i % 13} on ship ${['Aurora', 'Borealis', 'Cygnus', 'Draco'][i % 4]} at ${i % 24}h.`
 
 async function backlog(url: string): Promise<number> {
   const m = /^burrow_memory_index_backlog (\d+)$/m.exec(await (await fetch(`${url}/metrics`)).text())
@@ -27,7 +28,9 @@ async function listIds(api: Api): Promise<string[]> {
   const ids: string[] = []
   let cursor: string | null = null
   do {
-    const page: { items: Array<{ id: string }>; next_cursor: string | null } = (await api.get(`/v1/memory?limit=100${cursor ? `&cursor=${cursor}` : ''}`)).body
+    const page: { items: Array<{ id: string }>; next_cursor: string | null } = (
+      await api.get(`/v1/memory?limit=100${cursor ? `&cursor=${cursor}` : ''}`)
+    ).body
     ids.push(...page.items.map((e) => e.id))
     cursor = page.next_cursor
   } while (cursor)
@@ -44,7 +47,10 @@ t.test('kill -9 during background indexing loses nothing; the restarted server f
   let api = new Api(server.url)
   const acked: string[] = []
   for (let b = 0; b < 4; b++) {
-    const res = await api.post('/v1/memory', Array.from({ length: 1000 }, (_, i) => ({ content: text(b * 1000 + i) })))
+    const res = await api.post(
+      '/v1/memory',
+      Array.from({ length: 1000 }, (_, i) => ({ content: text(b * 1000 + i) })),
+    )
     t.equal(res.status, 201)
     acked.push(...res.body.ids)
   }
@@ -66,7 +72,11 @@ t.test('kill -9 during background indexing loses nothing; the restarted server f
   t.ok(await eventually(async () => (await backlog(server.url)) === 0, 60_000), 'and the index catches up')
   const res = await api.post('/v1/memory', [{ content: 'One more after two crashes: the lighthouse at Cape Wrath.' }])
   t.equal(res.status, 201)
-  t.equal((await api.get(`/v1/memory/search?q=${encodeURIComponent('lighthouse Cape Wrath')}&limit=1`)).body.results[0]?.id, res.body.ids[0], 'a new fact on a new topic is found first by its words')
+  t.equal(
+    (await api.get(`/v1/memory/search?q=${encodeURIComponent('lighthouse Cape Wrath')}&limit=1`)).body.results[0]?.id,
+    res.body.ids[0],
+    'a new fact on a new topic is found first by its words',
+  )
   const exit = once(server.child, 'exit')
   server.child.kill('SIGTERM')
   t.equal((await exit)[0], 0, 'a clean stop')

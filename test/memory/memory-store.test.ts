@@ -10,7 +10,8 @@ import { memoryStoreContract, type MemoryFactory } from '../contract/memory-stor
 const embedder = new HashedEmbedder()
 
 t.test('memory store contract (brute-force reference)', async (t) =>
-  memoryStoreContract(t, async () => ({ store: new BruteForceMemoryStore(embedder), cleanup: async () => {} })))
+  memoryStoreContract(t, async () => ({ store: new BruteForceMemoryStore(embedder), cleanup: async () => {} })),
+)
 
 const hnsw: MemoryFactory = async () => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-mem-'))
@@ -24,7 +25,10 @@ const hnsw: MemoryFactory = async () => {
       if (files.length === 0) throw new Error('no index file to damage')
       for (const f of files) await writeFile(join(indexDir, f), Buffer.alloc(4096, 0xa7))
     },
-    cleanup: async () => { await store.close().catch(() => undefined); await rm(dir, { recursive: true, force: true }) },
+    cleanup: async () => {
+      await store.close().catch(() => undefined)
+      await rm(dir, { recursive: true, force: true })
+    },
   }
 }
 t.test('memory store contract (HNSW + LMDB)', async (t) => memoryStoreContract(t, hnsw))

@@ -34,7 +34,12 @@ async function v1Dir(): Promise<string> {
 }
 
 async function openStore(dir: string, logs: any[]): Promise<HnswMemoryStore> {
-  const sink = new Writable({ write(chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l.trim()) logs.push(JSON.parse(l)); cb() } })
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      for (const l of String(chunk).split('\n')) if (l.trim()) logs.push(JSON.parse(l))
+      cb()
+    },
+  })
   return HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'fsync', logger: pino({ level: 'debug' }, sink) })
 }
 
@@ -57,7 +62,11 @@ t.test('opening upgrades layout 1: entries, counts and searches read back as tha
   const logs: any[] = []
   let store = await openStore(dir, logs)
   const live = expected.alpha.count + expected.beta.count
-  t.match(logs.filter((l) => l.msg === 'upgraded the memory store layout'), [{ from: 1, to: 2, entries: live }], 'the upgrade is logged once')
+  t.match(
+    logs.filter((l) => l.msg === 'upgraded the memory store layout'),
+    [{ from: 1, to: 2, entries: live }],
+    'the upgrade is logged once',
+  )
   t.ok((await stat(dataFile)).size < before / 2, `the data file is compacted (${before} → ${(await stat(dataFile)).size} bytes)`)
   for (const tenant of ['alpha', 'beta'] as const) {
     const want = expected[tenant]
@@ -66,7 +75,12 @@ t.test('opening upgrades layout 1: entries, counts and searches read back as tha
     for (const e of want.entries.slice(0, 5)) t.same(await store.get(tenant, e.id), e)
     for (const [key, ids] of Object.entries(want.searches)) {
       const [mode, q] = key.split(/:(.*)/s) as ['keyword' | 'vector', string]
-      if (mode === 'keyword') t.same((await store.search({ tenant, text: q, limit: 5, mode })).map((h) => h.entry.id), ids, `${tenant} ${key}`)
+      if (mode === 'keyword')
+        t.same(
+          (await store.search({ tenant, text: q, limit: 5, mode })).map((h) => h.entry.id),
+          ids,
+          `${tenant} ${key}`,
+        )
     }
   }
   // alpha's unsaved tail, and beta (never saved), had their vectors only in the dropped rows: they are embedded again from the content.
@@ -74,7 +88,12 @@ t.test('opening upgrades layout 1: entries, counts and searches read back as tha
   for (const tenant of ['alpha', 'beta'] as const) {
     for (const [key, ids] of Object.entries(expected[tenant].searches)) {
       const [mode, q] = key.split(/:(.*)/s) as ['keyword' | 'vector', string]
-      if (mode === 'vector') t.same((await store.search({ tenant, text: q, limit: 5, mode })).map((h) => h.entry.id), ids, `${tenant} ${key}`)
+      if (mode === 'vector')
+        t.same(
+          (await store.search({ tenant, text: q, limit: 5, mode })).map((h) => h.entry.id),
+          ids,
+          `${tenant} ${key}`,
+        )
     }
   }
   await store.close()
@@ -86,16 +105,29 @@ t.test('opening upgrades layout 1: entries, counts and searches read back as tha
     t.equal(db.meta.get('layout'), 2)
     for (const tenant of ['alpha', 'beta']) {
       const inBlocks: number[] = []
-      for (const { key, value } of db.blocks.getRange({ start: [tenant, 0], end: [tenant, Infinity] })) decodeBlock(key[1] as number, value, (label) => inBlocks.push(label))
-      t.same(inBlocks, [...db.entries.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })].map((k) => k[1]), `${tenant}: postings for exactly the live entries (the deleted ones' words are not carried over)`)
+      for (const { key, value } of db.blocks.getRange({ start: [tenant, 0], end: [tenant, Infinity] }))
+        decodeBlock(key[1] as number, value, (label) => inBlocks.push(label))
+      t.same(
+        inBlocks,
+        [...db.entries.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })].map((k) => k[1]),
+        `${tenant}: postings for exactly the live entries (the deleted ones' words are not carried over)`,
+      )
     }
-  } finally { await db.root.close() }
+  } finally {
+    await db.root.close()
+  }
 
   logs.length = 0
   store = await openStore(dir, logs)
   t.teardown(() => store.close())
-  t.same(logs.filter((l) => /upgraded/.test(l.msg)), [], 'upgraded once')
-  const [added] = await store.add([{ tenant: 'beta', content: 'After the upgrade: the lighthouse keeper paid INV-2024-9999.', session_id: 't2', turn: null, seq: null }])
+  t.same(
+    logs.filter((l) => /upgraded/.test(l.msg)),
+    [],
+    'upgraded once',
+  )
+  const [added] = await store.add([
+    { tenant: 'beta', content: 'After the upgrade: the lighthouse keeper paid INV-2024-9999.', session_id: 't2', turn: null, seq: null },
+  ])
   t.equal((await store.search({ tenant: 'beta', text: 'INV-2024-9999', limit: 1 }))[0]?.entry.id, added!.id, 'new entries are found')
   t.equal(await store.deleteSession('beta', 't2'), 29 + 1, 'and sessions deleted')
   t.equal(await store.count('beta'), 0)
@@ -106,9 +138,15 @@ t.test('the service on an upgraded directory: memory is listed and searched over
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const h = await startBurrow({ BURROW_MEMORY_STORE: 'hnsw', BURROW_API_KEYS: 'ka:alpha,kb:beta' }, { dataDir: dir, token: 'ka' })
   t.teardown(() => h.close())
-  t.ok(h.logs.some((l) => l.msg === 'upgraded the memory store layout'), 'the upgrade is logged')
+  t.ok(
+    h.logs.some((l) => l.msg === 'upgraded the memory store layout'),
+    'the upgrade is logged',
+  )
   const page = (await h.api.get('/v1/memory?limit=100')).body
-  t.same(page.items.map((e: MemoryEntry) => e.id), expected.alpha.entries.slice(0, 100).map((e) => e.id))
+  t.same(
+    page.items.map((e: MemoryEntry) => e.id),
+    expected.alpha.entries.slice(0, 100).map((e) => e.id),
+  )
   const hits = (await h.api.get(`/v1/memory/search?q=${encodeURIComponent('INV-2024-1042')}&limit=3`)).body
   t.equal(hits.results[0]?.id, expected.alpha.searches['keyword:INV-2024-1042']![0], 'an identifier is found first')
 })

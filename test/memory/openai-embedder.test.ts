@@ -28,7 +28,10 @@ async function fake(t: Test, opts: { openaiKey?: string } = {}): Promise<FakeLlm
  */
 async function scripted(t: Test, replies: Reply[]): Promise<{ url: string; seen: Seen[] }> {
   const s = await scriptedServer(t, replies, (raw) => ({
-    body: { object: 'list', data: (JSON.parse(raw).input as string[]).map((s, index) => ({ object: 'embedding', index, embedding: embeddingFor(s) })) },
+    body: {
+      object: 'list',
+      data: (JSON.parse(raw).input as string[]).map((s, index) => ({ object: 'embedding', index, embedding: embeddingFor(s) })),
+    },
   }))
   return { url: `${s.url}/v1`, seen: s.seen }
 }
@@ -42,7 +45,8 @@ t.test('embeddingsUrl: /v1 bases, bare origins, full URLs', async (t) => {
   t.equal(embeddingsUrl('http://host:11434'), 'http://host:11434/v1/embeddings')
   t.equal(embeddingsUrl('https://gw.example/openai/v1/embeddings'), 'https://gw.example/openai/v1/embeddings')
   t.equal(embeddingsUrl('https://x.example/api/v1?api-version=2'), 'https://x.example/api/v1/embeddings?api-version=2')
-  for (const bad of ['not a url', 'ftp://host/v1', '']) isCode(t, await caught((async () => embeddingsUrl(bad))()), 'PROVIDER_NOT_CONFIGURED')
+  for (const bad of ['not a url', 'ftp://host/v1', ''])
+    isCode(t, await caught((async () => embeddingsUrl(bad))()), 'PROVIDER_NOT_CONFIGURED')
 })
 
 t.test('configuration: id, missing model, bad URL, bad batch size', async (t) => {
@@ -67,13 +71,20 @@ t.test('init learns the dimensions with one short request', async (t) => {
   t.equal(f.requests.length, 1, 'no second probe')
 })
 
-t.test('batches of 256, in order, vectors are the fake\'s normalised vectors', async (t) => {
+t.test("batches of 256, in order, vectors are the fake's normalised vectors", async (t) => {
   const f = await fake(t)
   const e = embedder(t, { baseUrl: f.url + '/v1' })
   const texts = Array.from({ length: 600 }, (_, i) => `passage number ${i}`)
   const vs = await e.embed(texts)
-  t.same(f.requests.map((r) => r.body.input.length), [256, 256, 88])
-  t.same(f.requests.flatMap((r) => r.body.input), texts, 'every text once, in order')
+  t.same(
+    f.requests.map((r) => r.body.input.length),
+    [256, 256, 88],
+  )
+  t.same(
+    f.requests.flatMap((r) => r.body.input),
+    texts,
+    'every text once, in order',
+  )
   for (const r of f.requests) {
     t.equal(r.path, '/v1/embeddings')
     t.equal(r.body.model, 'text-embedding-3-small')
@@ -81,8 +92,14 @@ t.test('batches of 256, in order, vectors are the fake\'s normalised vectors', a
     t.equal(r.headers.authorization, undefined, 'no key, no Authorization header')
   }
   t.equal(vs.length, 600)
-  t.ok(vs.every((v, i) => close(v, embeddingFor(texts[i]!))), 'each vector is embeddingFor(text)')
-  t.ok(vs.every((v) => Math.abs(norm(v) - 1) < 1e-9), 'unit length')
+  t.ok(
+    vs.every((v, i) => close(v, embeddingFor(texts[i]!))),
+    'each vector is embeddingFor(text)',
+  )
+  t.ok(
+    vs.every((v) => Math.abs(norm(v) - 1) < 1e-9),
+    'unit length',
+  )
   t.equal(e.dimensions, 8)
   t.same(await e.embed([]), [], 'no texts, no request')
   t.equal(f.requests.length, 3)
@@ -92,11 +109,14 @@ t.test('configurable batch size; empty texts are sent as a space', async (t) => 
   const f = await fake(t)
   const e = embedder(t, { baseUrl: f.url + '/v1', batchSize: 2 })
   const vs = await e.embed(['a', '', 'c', 'd', 'e'])
-  t.same(f.requests.map((r) => r.body.input), [['a', ' '], ['c', 'd'], ['e']])
+  t.same(
+    f.requests.map((r) => r.body.input),
+    [['a', ' '], ['c', 'd'], ['e']],
+  )
   t.ok(close(vs[1]!, embeddingFor(' ')))
 })
 
-t.test('API key as Bearer; a rejected key is PROVIDER_ERROR with the server\'s message', async (t) => {
+t.test("API key as Bearer; a rejected key is PROVIDER_ERROR with the server's message", async (t) => {
   const f = await fake(t, { openaiKey: 'sk-good' })
   const ok = embedder(t, { baseUrl: f.url + '/v1', apiKey: 'sk-good' })
   t.equal((await ok.embed(['x'])).length, 1)
@@ -118,7 +138,7 @@ t.test('429 then OK: retried, honouring Retry-After', async (t) => {
   t.ok(s.seen[1]!.at - s.seen[0]!.at >= 190, `waited ${(s.seen[1]!.at - s.seen[0]!.at).toFixed(0)} ms for Retry-After`)
 })
 
-t.test('5xx until retries run out: PROVIDER_ERROR with the server\'s message', async (t) => {
+t.test("5xx until retries run out: PROVIDER_ERROR with the server's message", async (t) => {
   const fail = { status: 500, body: { error: { message: 'model overloaded', type: 'server_error' } } }
   const s = await scripted(t, [fail, fail, fail, fail])
   const e = embedder(t, { baseUrl: s.url, maxRetries: 2 })
@@ -137,7 +157,12 @@ t.test('a 400 is not retried; a plain-text error body is quoted', async (t) => {
 })
 
 t.test('malformed responses are PROVIDER_ERROR', async (t) => {
-  const two = (a: unknown, b: unknown) => ({ data: [{ index: 0, embedding: a }, { index: 1, embedding: b }] })
+  const two = (a: unknown, b: unknown) => ({
+    data: [
+      { index: 0, embedding: a },
+      { index: 1, embedding: b },
+    ],
+  })
   const cases: Array<[string, unknown]> = [
     ['not JSON', '{"data": [1, 2'],
     ['no data', { object: 'list' }],
@@ -146,7 +171,15 @@ t.test('malformed responses are PROVIDER_ERROR', async (t) => {
     ['empty vector', two([], [])],
     ['non-finite value', '{"data":[{"index":0,"embedding":[1,0]},{"index":1,"embedding":[1e999,0]}]}'],
     ['dimensions differ', two([1, 0, 0], [1, 0])],
-    ['repeated index', { data: [{ index: 0, embedding: [1, 0] }, { index: 0, embedding: [0, 1] }] }],
+    [
+      'repeated index',
+      {
+        data: [
+          { index: 0, embedding: [1, 0] },
+          { index: 0, embedding: [0, 1] },
+        ],
+      },
+    ],
     ['zero vector', two([1, 0], [0, 0])],
   ]
   for (const [name, body] of cases) {
@@ -159,7 +192,10 @@ t.test('malformed responses are PROVIDER_ERROR', async (t) => {
 })
 
 t.test('a later response of another dimension is PROVIDER_ERROR', async (t) => {
-  const s = await scripted(t, [{ body: { data: [{ index: 0, embedding: [3, 4] }] } }, { body: { data: [{ index: 0, embedding: [1, 0, 0] }] } }])
+  const s = await scripted(t, [
+    { body: { data: [{ index: 0, embedding: [3, 4] }] } },
+    { body: { data: [{ index: 0, embedding: [1, 0, 0] }] } },
+  ])
   const e = embedder(t, { baseUrl: s.url })
   t.same(await e.embed(['a']), [[0.6, 0.8]])
   t.equal(e.dimensions, 2)
@@ -169,8 +205,20 @@ t.test('a later response of another dimension is PROVIDER_ERROR', async (t) => {
 
 t.test('order follows `index`; base64 vectors are accepted', async (t) => {
   const b64 = Buffer.from(new Float32Array([0, 2]).buffer).toString('base64')
-  const s = await scripted(t, [{ body: { data: [{ index: 1, embedding: b64 }, { index: 0, embedding: [2, 0] }] } }])
-  t.same(await embedder(t, { baseUrl: s.url }).embed(['a', 'b']), [[1, 0], [0, 1]])
+  const s = await scripted(t, [
+    {
+      body: {
+        data: [
+          { index: 1, embedding: b64 },
+          { index: 0, embedding: [2, 0] },
+        ],
+      },
+    },
+  ])
+  t.same(await embedder(t, { baseUrl: s.url }).embed(['a', 'b']), [
+    [1, 0],
+    [0, 1],
+  ])
 })
 
 t.test('no answer in time is PROVIDER_TIMEOUT (headers or body)', async (t) => {

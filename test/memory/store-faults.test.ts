@@ -7,7 +7,14 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-const hasPrlimit = (() => { try { execFileSync('prlimit', ['--version'], { stdio: 'ignore' }); return true } catch { return false } })()
+const hasPrlimit = (() => {
+  try {
+    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
 
 t.test('a full disk: writes fail cleanly and the store recovers without reopening', { skip: !hasPrlimit && 'needs prlimit' }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-store-full-'))
@@ -15,7 +22,11 @@ t.test('a full disk: writes fail cleanly and the store recovers without reopenin
   const fixture = new URL('./fixtures/store-on-full-disk.ts', import.meta.url).pathname
   // A bare node (tap's loader in NODE_OPTIONS would re-raise SIGXFSZ, see bare-server.ts);
   // warnings for lmdb-js's internal rejection, which the fixture reports one by one.
-  const out = execFileSync('env', ['-u', 'NODE_OPTIONS', process.execPath, '--unhandled-rejections=warn', '--import', 'tsx', fixture, dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 120_000 })
+  const out = execFileSync(
+    'env',
+    ['-u', 'NODE_OPTIONS', process.execPath, '--unhandled-rejections=warn', '--import', 'tsx', fixture, dir],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 120_000 },
+  )
   const r = JSON.parse(out.trim().split('\n').at(-1)!)
   t.equal(r.before.ok, true)
   t.equal(r.healthyBefore, true)
@@ -30,5 +41,9 @@ t.test('a full disk: writes fail cleanly and the store recovers without reopenin
   t.same(r.closed, { ok: true })
   t.same(r.reopened, { count: 2, ack: 1, ackDeleted: 0, after: 1, full: 0 }, 'after reopening: everything acknowledged, nothing refused')
   t.ok(r.unhandled.length >= 1, 'lmdb-js did reject its internal promise')
-  t.same(r.unhandled.filter((u: any) => u.ours || u.message !== 'Commit failed (see commitError for details)'), [], 'and nothing of ours went unhandled')
+  t.same(
+    r.unhandled.filter((u: any) => u.ours || u.message !== 'Commit failed (see commitError for details)'),
+    [],
+    'and nothing of ours went unhandled',
+  )
 })

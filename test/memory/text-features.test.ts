@@ -16,7 +16,10 @@ t.test('identifiers are kept whole and also yield their parts', async (t) => {
     ['$1,200', ['1200']],
   ]
   for (const [text, want] of cases) t.same(tokenize(text), want, text)
-  t.same(analyze('see user_id').map((x) => x.kind), ['word', 'identifier', 'part', 'part'])
+  t.same(
+    analyze('see user_id').map((x) => x.kind),
+    ['word', 'identifier', 'part', 'part'],
+  )
 })
 
 t.test('lower case, NFKC, apostrophes, stopwords', async (t) => {
@@ -34,11 +37,22 @@ t.test('lower case, NFKC, apostrophes, stopwords', async (t) => {
 
 t.test('the stemmer joins common word forms and leaves short or odd words alone', async (t) => {
   const same: string[][] = [
-    ['invoice', 'invoices'], ['pay', 'pays', 'paying', 'paid'], ['run', 'running', 'runs', 'ran'],
-    ['date', 'dates', 'dated'], ['use', 'used', 'using', 'uses'], ['reply', 'replies', 'replied'],
-    ['stop', 'stopped', 'stopping'], ['cache', 'caches', 'cached', 'caching'], ['class', 'classes'],
-    ['month', 'monthly'], ['child', 'children'], ['box', 'boxes'], ['add', 'added', 'adding'],
-    ['supply', 'supplies', 'supplied'], ['family', 'families'], ['party', 'parties'],
+    ['invoice', 'invoices'],
+    ['pay', 'pays', 'paying', 'paid'],
+    ['run', 'running', 'runs', 'ran'],
+    ['date', 'dates', 'dated'],
+    ['use', 'used', 'using', 'uses'],
+    ['reply', 'replies', 'replied'],
+    ['stop', 'stopped', 'stopping'],
+    ['cache', 'caches', 'cached', 'caching'],
+    ['class', 'classes'],
+    ['month', 'monthly'],
+    ['child', 'children'],
+    ['box', 'boxes'],
+    ['add', 'added', 'adding'],
+    ['supply', 'supplies', 'supplied'],
+    ['family', 'families'],
+    ['party', 'parties'],
   ]
   for (const group of same) t.equal(new Set(group.map(stem)).size, 1, `${group.join(' ')} → ${group.map(stem).join(' ')}`)
   for (const w of ['bus', 'status', 'analysis', 'thing', 'string', 'need', 'k8s', 'v2', 'ünï']) {

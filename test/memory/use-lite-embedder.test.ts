@@ -40,27 +40,42 @@ t.test('a closed embedder refuses', async (t) => {
   await t.rejects(e.embed(['x']), /closed/)
 })
 
-t.test('the store acknowledges use-lite adds before their vectors exist, finds them by their words at once and by meaning once embedded', async (t) => {
-  const { mkdtemp, rm } = await import('node:fs/promises')
-  const { tmpdir } = await import('node:os')
-  const { join } = await import('node:path')
-  const { HnswMemoryStore } = await import('../../src/memory/hnsw-memory-store.js')
-  const { eventually } = await import('../helpers/harness.js')
-  const dir = await mkdtemp(join(tmpdir(), 'burrow-uselite-store-'))
-  const e = await UseLiteEmbedder.open()
-  const store = await HnswMemoryStore.open({ dataDir: dir, embedder: e, durability: 'relaxed' })
-  t.teardown(async () => { await store.close(); await e.close(); await rm(dir, { recursive: true, force: true }) })
-  const texts = [
-    'Maria: we finally brought home a beagle puppy from the shelter',
-    'Omar: the budget review moved to Monday',
-    ...Array.from({ length: 60 }, (_, i) => `Note ${i}: the ledger export for Globex lists invoice ${1000 + i} as overdue`),
-  ]
-  const t0 = performance.now()
-  const added = await store.add(texts.map((content) => ({ tenant: 'acme', content, session_id: null, turn: null, seq: null })))
-  const ms = performance.now() - t0
-  t.equal(added.length, texts.length)
-  t.equal(store.indexBacklog(), texts.length, `acknowledged before any vector was made (${ms.toFixed(0)} ms for ${texts.length} entries)`)
-  t.equal((await store.search({ tenant: 'acme', text: 'beagle puppy shelter', limit: 1 }))[0]?.entry.id, added[0]!.id, 'found by its words at once')
-  await eventually(() => store.indexBacklog() === 0, 60_000)
-  t.equal((await store.search({ tenant: 'acme', text: 'Does Maria have a dog now?', limit: 1, mode: 'vector' }))[0]?.entry.id, added[0]!.id, 'and by meaning once embedded in the background')
-})
+t.test(
+  'the store acknowledges use-lite adds before their vectors exist, finds them by their words at once and by meaning once embedded',
+  async (t) => {
+    const { mkdtemp, rm } = await import('node:fs/promises')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const { HnswMemoryStore } = await import('../../src/memory/hnsw-memory-store.js')
+    const { eventually } = await import('../helpers/harness.js')
+    const dir = await mkdtemp(join(tmpdir(), 'burrow-uselite-store-'))
+    const e = await UseLiteEmbedder.open()
+    const store = await HnswMemoryStore.open({ dataDir: dir, embedder: e, durability: 'relaxed' })
+    t.teardown(async () => {
+      await store.close()
+      await e.close()
+      await rm(dir, { recursive: true, force: true })
+    })
+    const texts = [
+      'Maria: we finally brought home a beagle puppy from the shelter',
+      'Omar: the budget review moved to Monday',
+      ...Array.from({ length: 60 }, (_, i) => `Note ${i}: the ledger export for Globex lists invoice ${1000 + i} as overdue`),
+    ]
+    const t0 = performance.now()
+    const added = await store.add(texts.map((content) => ({ tenant: 'acme', content, session_id: null, turn: null, seq: null })))
+    const ms = performance.now() - t0
+    t.equal(added.length, texts.length)
+    t.equal(store.indexBacklog(), texts.length, `acknowledged before any vector was made (${ms.toFixed(0)} ms for ${texts.length} entries)`)
+    t.equal(
+      (await store.search({ tenant: 'acme', text: 'beagle puppy shelter', limit: 1 }))[0]?.entry.id,
+      added[0]!.id,
+      'found by its words at once',
+    )
+    await eventually(() => store.indexBacklog() === 0, 60_000)
+    t.equal(
+      (await store.search({ tenant: 'acme', text: 'Does Maria have a dog now?', limit: 1, mode: 'vector' }))[0]?.entry.id,
+      added[0]!.id,
+      'and by meaning once embedded in the background',
+    )
+  },
+)

@@ -5,7 +5,11 @@ import { cliHost, runCli } from '../../src/app/cli-host.js'
 import { compactionOf, failure, row, type Outcome, type TurnOutcome } from './outcome.js'
 import { rpcStdioSurface, type Opened, type Params, type Surface } from './surfaces.js'
 
-export interface CliRun { exit: number; stdout: string; stderr: string }
+export interface CliRun {
+  exit: number
+  stdout: string
+  stderr: string
+}
 
 /** Where the CLI's operations go: a server (`--url`) or the service in-process on a data dir. */
 export type CliTarget = { url: string } | { dataDir: string; env: Record<string, string> }
@@ -16,7 +20,9 @@ const targetEnv = (to: CliTarget) => ('url' in to ? {} : to.env)
 function collect(): { stream: PassThrough; text(): string } {
   const stream = new PassThrough()
   let text = ''
-  stream.on('data', (c) => { text += String(c) })
+  stream.on('data', (c) => {
+    text += String(c)
+  })
   return { stream, text: () => text }
 }
 
@@ -24,7 +30,10 @@ function collect(): { stream: PassThrough; text(): string } {
 export async function burrow(to: CliTarget, argv: string[]): Promise<CliRun> {
   const out = collect()
   const err = collect()
-  const exit = await runCli([...argv, ...targetArgs(to)], cliHost({ stdin: Readable.from([]), stdout: out.stream, stderr: err.stream }, targetEnv(to)))
+  const exit = await runCli(
+    [...argv, ...targetArgs(to)],
+    cliHost({ stdin: Readable.from([]), stdout: out.stream, stderr: err.stream }, targetEnv(to)),
+  )
   await new Promise<void>((r) => setImmediate(r))
   return { exit, stdout: out.text(), stderr: err.text() }
 }
@@ -68,9 +77,14 @@ function textTurn(r: CliRun): TurnOutcome {
   const lines = r.stderr.split('\n').filter((l) => l !== '')
   const footer = FOOTER.exec(lines.at(-1) ?? '')
   if (!footer) return { outcome: failure('<no footer>', `stderr: ${JSON.stringify(r.stderr)}`, []), streamed: [] }
-  const streamed = lines.slice(0, -1).flatMap((l) => { const m = NOTICE.exec(l); return m ? [`compaction_${m[1]}`] : [] })
+  const streamed = lines.slice(0, -1).flatMap((l) => {
+    const m = NOTICE.exec(l)
+    return m ? [`compaction_${m[1]}`] : []
+  })
   const value = {
-    session_id: footer[1], turn: Number(footer[2]), output_text: r.stdout.replace(/\n$/, ''),
+    session_id: footer[1],
+    turn: Number(footer[2]),
+    output_text: r.stdout.replace(/\n$/, ''),
     usage: { input_tokens: Number(footer[3]), output_tokens: Number(footer[4]), compaction_tokens: Number(footer[5] ?? 0) },
   }
   return { outcome: { ok: true, value, partial: true }, streamed: compactionOf(streamed) }
@@ -87,7 +101,9 @@ function runOptions(req: Params): string[] {
   ]
 }
 
-export interface CliSurface extends Surface { exec(argv: string[]): Promise<CliRun> }
+export interface CliSurface extends Surface {
+  exec(argv: string[]): Promise<CliRun>
+}
 
 /**
  * The CLI. It has no command for the capabilities (its `--version` is compared with theirs)

@@ -11,7 +11,8 @@ export type Failure = {
   /** Where this surface's own error shape disagrees with the code table (empty when it agrees). */
   wire: string[]
 }
-export type Outcome = { ok: true; value: any; /** Only some fields are known (the CLI's text mode): compare those. */ partial?: boolean } | Failure
+export type Outcome =
+  { ok: true; value: any; /** Only some fields are known (the CLI's text mode): compare those. */ partial?: boolean } | Failure
 
 export interface TurnOutcome {
   outcome: Outcome
@@ -57,7 +58,8 @@ function omit(v: any, keys: string[]): any {
 export const norm = {
   created: (v: any) => omit(v, ['session_id', 'created_at']),
   turn: (seqs: boolean) => (v: any) => omit(v, seqs ? ['session_id'] : ['session_id', 'first_seq', 'last_seq']),
-  view: (seqs: boolean) => (v: any) => omit(v, seqs ? ['session_id', 'created_at', 'updated_at'] : ['session_id', 'created_at', 'updated_at', 'last_seq']),
+  view: (seqs: boolean) => (v: any) =>
+    omit(v, seqs ? ['session_id', 'created_at', 'updated_at'] : ['session_id', 'created_at', 'updated_at', 'last_seq']),
   archived: (v: any) => omit(v, ['session_id']),
   hits: (v: any) => ({ results: (v?.results ?? []).map((h: any) => omit(h, ['id', 'session_id', 'seq'])) }),
   same: (v: any) => v,

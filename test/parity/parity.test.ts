@@ -15,14 +15,31 @@ import { cliRpcSurface, cliSurface, type CliSurface } from './cli-surface.js'
 import { agree, COMPACTION_TYPES, norm, type Outcome, type TurnOutcome } from './outcome.js'
 import { mcpSurface, restSurface, rpcHttpSurface, rpcStdioInProcess, type Opened, type Surface } from './surfaces.js'
 
-interface Build { name: string; env: Record<string, string>; store: boolean; memory: boolean; compaction: boolean }
+interface Build {
+  name: string
+  env: Record<string, string>
+  store: boolean
+  memory: boolean
+  compaction: boolean
+}
 const build = (name: string, store: boolean, memory: boolean, compaction: boolean): Build => ({
-  name, store, memory, compaction,
-  env: { BURROW_SESSION_STORE: store ? 'lmdb' : 'off', BURROW_MEMORY_STORE: memory ? 'hnsw' : 'off', BURROW_COMPACTION: compaction ? 'on' : 'off' },
+  name,
+  store,
+  memory,
+  compaction,
+  env: {
+    BURROW_SESSION_STORE: store ? 'lmdb' : 'off',
+    BURROW_MEMORY_STORE: memory ? 'hnsw' : 'off',
+    BURROW_COMPACTION: compaction ? 'on' : 'off',
+  },
 })
 const BUILDS = [
-  build('A', false, false, false), build('B', true, false, false), build('C', false, true, false),
-  build('D', false, false, true), build('E', true, true, false), build('F', true, true, true),
+  build('A', false, false, false),
+  build('B', true, false, false),
+  build('C', false, true, false),
+  build('D', false, false, true),
+  build('E', true, true, false),
+  build('F', true, true, true),
 ]
 
 // With offline:echo these compact from turn 4 on without memory (from turn 3 with its longer
@@ -30,8 +47,11 @@ const BUILDS = [
 const COMPACTION = { auto_compact_threshold: 150, recent_turn_budget: 1, min_turns_between_compactions: 1 }
 const BASE = { model: 'offline:echo', system_prompt: 'Parity.', metadata: { suite: 'parity' } }
 const INPUTS = [
-  'Alpha: the harbour lights are violet tonight.', 'Bravo: the ferry leaves at seven.', 'Charlie: pack the red lantern.',
-  'Delta: the tide turns at noon.', 'Echo: remember the violet lights.',
+  'Alpha: the harbour lights are violet tonight.',
+  'Bravo: the ferry leaves at seven.',
+  'Charlie: pack the red lantern.',
+  'Delta: the tide turns at noon.',
+  'Echo: remember the violet lights.',
 ]
 const RESUME = 'Foxtrot: carry on.'
 const SEED = 'Parity beacon: the lighthouse keeper is called Ingrid.'
@@ -50,7 +70,8 @@ const opening = (o: Opened): Outcome => (o.created && !o.created.ok ? o.created 
 /** Every surface that streams showed the same compaction events during the turn. */
 function sameStreams(t: Test, label: string, results: Array<[string, TurnOutcome]>): void {
   const streamed = results.filter(([, r]) => r.streamed !== null)
-  for (const [name, r] of streamed.slice(1)) t.same(r.streamed, streamed[0]![1].streamed, `${label}: ${name} streams the compaction events ${streamed[0]![0]} does`)
+  for (const [name, r] of streamed.slice(1))
+    t.same(r.streamed, streamed[0]![1].streamed, `${label}: ${name} streams the compaction events ${streamed[0]![0]} does`)
 }
 
 /** A session's SSE stream (`GET /v1/sessions/{id}/events?after=0`) through the `eventsource` client. */
@@ -71,8 +92,13 @@ const compactionLog = (events: EventEnvelope[]) =>
 async function openSurfaces(h: Harness): Promise<{ surfaces: Surface[]; cli: CliSurface }> {
   const cli = cliSurface({ url: h.url })
   const surfaces = [
-    restSurface(h, 'json'), restSurface(h, 'sse'), rpcHttpSurface(h), rpcStdioInProcess(h),
-    cliRpcSurface(h.url), await mcpSurface(h), cli,
+    restSurface(h, 'json'),
+    restSurface(h, 'sse'),
+    rpcHttpSurface(h),
+    rpcStdioInProcess(h),
+    cliRpcSurface(h.url),
+    await mcpSurface(h),
+    cli,
   ]
   return { surfaces, cli }
 }
@@ -102,21 +128,37 @@ for (const b of BUILDS) {
       const refusals: Array<[string, Record<string, unknown>, string]> = []
       if (!b.compaction) refusals.push(['compaction config', { compaction: COMPACTION }, 'SESSION_COMPACTION_DISABLED'])
       if (!b.memory) refusals.push(['memory: true', { memory: true }, 'MEMORY_STORE_DISABLED'])
-      if (!b.compaction && !b.memory) refusals.push(['compaction and memory', { compaction: COMPACTION, memory: true }, 'SESSION_COMPACTION_DISABLED'])
+      if (!b.compaction && !b.memory)
+        refusals.push(['compaction and memory', { compaction: COMPACTION, memory: true }, 'SESSION_COMPACTION_DISABLED'])
       for (const [label, req, code] of refusals) {
         const results = await each(surfaces, async (s) => opening(await s.open({ ...BASE, ...req }, INPUTS[0]!)))
         agree(t, `create with ${label}`, results, { code })
         for (const [, o] of results) if (!o.ok) t.equal(o.message, ERROR_TABLE[code as keyof typeof ERROR_TABLE].message)
       }
-      agree(t, 'create with an unknown property', await each(surfaces, async (s) => opening(await s.open({ ...BASE, bogus: 1 }, INPUTS[0]!))), { code: 'INVALID_REQUEST' })
+      agree(
+        t,
+        'create with an unknown property',
+        await each(surfaces, async (s) => opening(await s.open({ ...BASE, bogus: 1 }, INPUTS[0]!))),
+        { code: 'INVALID_REQUEST' },
+      )
     })
 
     await t.test('create and the first turn', async (t) => {
       const req = { ...BASE, ...(b.compaction ? { compaction: COMPACTION } : {}), ...(b.memory ? { memory: true } : {}) }
       const opened = await each(surfaces, (s) => s.open(req, INPUTS[0]!))
-      const created = agree(t, 'create', opened.filter(([, o]) => o.created !== null).map(([n, o]) => [n, o.created!]), { normalise: norm.created })
+      const created = agree(
+        t,
+        'create',
+        opened.filter(([, o]) => o.created !== null).map(([n, o]) => [n, o.created!]),
+        { normalise: norm.created },
+      )
       t.match(created, { memory: b.memory, compaction: b.compaction ? COMPACTION : null, status: 'active' })
-      const first = agree(t, 'turn 1', opened.map(([n, o]) => [n, o.first?.outcome ?? o.created!]), { normalise: norm.turn(seqs) })
+      const first = agree(
+        t,
+        'turn 1',
+        opened.map(([n, o]) => [n, o.first?.outcome ?? o.created!]),
+        { normalise: norm.turn(seqs) },
+      )
       t.match(first, { turn: 1, status: 'completed', output_text: `echo: ${INPUTS[0]}` })
       for (const [name, o] of opened) {
         if (!o.id || !o.first) continue
@@ -135,7 +177,12 @@ for (const b of BUILDS) {
       for (let n = 2; n <= INPUTS.length; n++) {
         const results = await each(continuing(), (s) => s.turn(ids.get(s.name)!, INPUTS[n - 1]!))
         for (const [name, r] of results) turns.get(name)!.push(r)
-        const ref = agree(t, `turn ${n}`, results.map(([name, r]) => [name, r.outcome]), { normalise: norm.turn(seqs) })
+        const ref = agree(
+          t,
+          `turn ${n}`,
+          results.map(([name, r]) => [name, r.outcome]),
+          { normalise: norm.turn(seqs) },
+        )
         t.match(ref, { turn: n, status: 'completed', output_text: `echo: ${INPUTS[n - 1]}` })
         sameStreams(t, `turn ${n}`, results)
       }
@@ -143,18 +190,28 @@ for (const b of BUILDS) {
       for (const s of continuing().filter((x) => x.streaming)) {
         const types = all(s.name).map((x) => x.split(':')[1])
         if (b.compaction) {
-          t.ok(types.includes('compaction_started') && types.includes('compaction_completed'), `${s.name} streamed compaction_started and compaction_completed: ${all(s.name).join(' ')}`)
+          t.ok(
+            types.includes('compaction_started') && types.includes('compaction_completed'),
+            `${s.name} streamed compaction_started and compaction_completed: ${all(s.name).join(' ')}`,
+          )
         } else {
           t.same(types, [], `${s.name} streamed no compaction event`)
         }
       }
 
       // Every session's own SSE stream, whichever surface drove it.
-      await eventually(() => [...observers].every(([name, o]) => o.events.some((e) => e.type === 'turn_completed' && e.turn === turns.get(name)!.length)), 5000)
+      await eventually(
+        () => [...observers].every(([name, o]) => o.events.some((e) => e.type === 'turn_completed' && e.turn === turns.get(name)!.length)),
+        5000,
+      )
       const full = [...observers].filter(([name]) => turns.get(name)!.length === INPUTS.length)
       const [refName, refObs] = full[0]!
       for (const [name, o] of full) {
-        t.same(compactionLog(o.events), compactionLog(refObs.events), `the event stream of ${name}'s session shows the compactions of ${refName}'s`)
+        t.same(
+          compactionLog(o.events),
+          compactionLog(refObs.events),
+          `the event stream of ${name}'s session shows the compactions of ${refName}'s`,
+        )
         if (turns.get(name)!.some((r) => r.streamed !== null)) {
           t.same(all(name), compactionLog(o.events), `${name} streamed what its session's event log records`)
         }
@@ -164,20 +221,36 @@ for (const b of BUILDS) {
         for (const [i, r] of turns.get(name)!.entries()) {
           if (!r.envelopes || !r.outcome.ok) continue
           const stored = r.envelopes.filter((e) => e.type !== 'text_delta')
-          t.same(stored, stored.map((e) => o.events.find((x) => x.seq === e.seq)), `turn ${i + 1}: ${name} delivered the envelopes of its session's stream`)
-          t.same(stored.map((e) => e.seq), stored.map((_, k) => stored[0]!.seq + k), `turn ${i + 1}: ${name}'s events are gapless`)
+          t.same(
+            stored,
+            stored.map((e) => o.events.find((x) => x.seq === e.seq)),
+            `turn ${i + 1}: ${name} delivered the envelopes of its session's stream`,
+          )
+          t.same(
+            stored.map((e) => e.seq),
+            stored.map((_, k) => stored[0]!.seq + k),
+            `turn ${i + 1}: ${name}'s events are gapless`,
+          )
           const text = r.envelopes.flatMap((e) => (e.type === 'text_delta' ? [(e.data as { text: string }).text] : [])).join('')
           t.equal(text, r.outcome.value.output_text, `turn ${i + 1}: ${name}'s text deltas make the output text`)
         }
       }
-      if (b.compaction) t.ok(compactionLog(refObs.events).some((x) => x.endsWith('compaction_completed')), `the session streams show compactions: ${compactionLog(refObs.events).join(' ')}`)
+      if (b.compaction)
+        t.ok(
+          compactionLog(refObs.events).some((x) => x.endsWith('compaction_completed')),
+          `the session streams show compactions: ${compactionLog(refObs.events).join(' ')}`,
+        )
       else t.same(compactionLog(refObs.events), [], 'no compaction without the capability')
       if (b.memory && b.compaction) {
         // Memory indexing is asynchronous: results below are compared once it has settled.
-        await eventually(() => [...observers.values()].every((o) => {
-          const count = (type: string) => o.events.filter((e) => e.type === type).length
-          return count('memory_indexed') >= count('compaction_completed')
-        }), 5000)
+        await eventually(
+          () =>
+            [...observers.values()].every((o) => {
+              const count = (type: string) => o.events.filter((e) => e.type === type).length
+              return count('memory_indexed') >= count('compaction_completed')
+            }),
+          5000,
+        )
       }
     })
 
@@ -189,21 +262,34 @@ for (const b of BUILDS) {
         t.match(view, { status: 'active', turn_count: INPUTS.length, memory: b.memory })
         t.equal(view.compaction?.compactions > 0, b.compaction, 'compactions recorded in the view')
       }
-      agree(t, 'read an unknown session', await each(surfaces, (s) => s.read(UNKNOWN)), { code: b.store ? 'SESSION_NOT_FOUND' : PERSISTENCE_OFF })
+      agree(t, 'read an unknown session', await each(surfaces, (s) => s.read(UNKNOWN)), {
+        code: b.store ? 'SESSION_NOT_FOUND' : PERSISTENCE_OFF,
+      })
       const page = agree(t, 'list', await each(surfaces, (s) => s.list({ limit: 100 })), { code })
-      if (b.store) t.same(page.items.map((i: any) => i.session_id).sort(), [...ids.values()].sort(), 'the list holds every surface’s session')
+      if (b.store)
+        t.same(page.items.map((i: any) => i.session_id).sort(), [...ids.values()].sort(), 'the list holds every surface’s session')
       if (!b.store) {
         const r = await cli.exec(['sessions', 'list'])
-        t.same(r, { exit: 3, stdout: "Session persistence is disabled (build without 'session-store').\n", stderr: '' }, 'burrow sessions list without the store')
+        t.same(
+          r,
+          { exit: 3, stdout: "Session persistence is disabled (build without 'session-store').\n", stderr: '' },
+          'burrow sessions list without the store',
+        )
       }
     })
 
     await t.test('unknown sessions and invalid input', async (t) => {
       const live = surfaces.filter((s) => s !== cli)
-      agree(t, 'turn on an unknown session', await each(live, async (s) => (await s.turn(UNKNOWN, 'hi')).outcome), { code: 'SESSION_NOT_FOUND' })
+      agree(t, 'turn on an unknown session', await each(live, async (s) => (await s.turn(UNKNOWN, 'hi')).outcome), {
+        code: 'SESSION_NOT_FOUND',
+      })
       // The CLI's turn command on an existing session is `resume`, which needs the store.
-      agree(t, 'cli: resume an unknown session', [[cli.name, (await cli.turn(UNKNOWN, 'hi')).outcome]], { code: b.store ? 'SESSION_NOT_FOUND' : PERSISTENCE_OFF })
-      agree(t, 'turn with an empty input', await each(surfaces, async (s) => (await s.turn(ids.get(s.name)!, '')).outcome), { code: 'INVALID_REQUEST' })
+      agree(t, 'cli: resume an unknown session', [[cli.name, (await cli.turn(UNKNOWN, 'hi')).outcome]], {
+        code: b.store ? 'SESSION_NOT_FOUND' : PERSISTENCE_OFF,
+      })
+      agree(t, 'turn with an empty input', await each(surfaces, async (s) => (await s.turn(ids.get(s.name)!, '')).outcome), {
+        code: 'INVALID_REQUEST',
+      })
       agree(t, 'memory search with limit 0', await each(surfaces, (s) => s.search({ q: 'x', limit: 0 })), { code: 'INVALID_REQUEST' })
     })
 
@@ -215,36 +301,68 @@ for (const b of BUILDS) {
       t.equal((await h.api.post('/v1/memory', [{ content: SEED }])).status, 201)
       const hits = agree(t, 'memory search (tenant)', await each(surfaces, (s) => s.search({ q: 'lighthouse keeper Ingrid', limit: 3 })))
       t.equal(hits.results[0]?.content, SEED, 'the added entry is the best hit')
-      const own = agree(t, 'memory search (own session)', await each(surfaces, (s) =>
-        s.search({ q: 'harbour lights violet', scope: 'session', session_id: ids.get(s.name)!, limit: 5 })), { normalise: norm.hits })
-      if (b.compaction) t.ok(own.results.some((r: any) => r.content === INPUTS[0]), 'compacted turns are searchable in every session')
+      const own = agree(
+        t,
+        'memory search (own session)',
+        await each(surfaces, (s) => s.search({ q: 'harbour lights violet', scope: 'session', session_id: ids.get(s.name)!, limit: 5 })),
+        { normalise: norm.hits },
+      )
+      if (b.compaction)
+        t.ok(
+          own.results.some((r: any) => r.content === INPUTS[0]),
+          'compacted turns are searchable in every session',
+        )
       else t.same(own.results, [], 'nothing is indexed without compaction')
-      agree(t, 'memory search in an unknown session', await each(surfaces, (s) => s.search({ q: 'x', session_id: UNKNOWN })), { code: 'SESSION_NOT_FOUND' })
+      agree(t, 'memory search in an unknown session', await each(surfaces, (s) => s.search({ q: 'x', session_id: UNKNOWN })), {
+        code: 'SESSION_NOT_FOUND',
+      })
     })
 
     await t.test('memory management', async (t) => {
       if (!b.memory) {
-        for (const [op, q] of [['list', {}], ['get', { id: UNKNOWN }], ['delete', { id: UNKNOWN }]] as const) {
+        for (const [op, q] of [
+          ['list', {}],
+          ['get', { id: UNKNOWN }],
+          ['delete', { id: UNKNOWN }],
+        ] as const) {
           agree(t, `memory ${op}`, await each(surfaces, (s) => s.memory(op, q)), { code: 'MEMORY_STORE_DISABLED' })
         }
         return
       }
       const meta = { suite: 'parity-manage' }
-      const added = await h.api.post('/v1/memory', [{ content: 'Kept: the signal flag is blue.', metadata: meta },
-        ...surfaces.map((s) => ({ content: `Dropped by ${s.name}: the signal flag is green.`, metadata: { ...meta, by: s.name } }))])
+      const added = await h.api.post('/v1/memory', [
+        { content: 'Kept: the signal flag is blue.', metadata: meta },
+        ...surfaces.map((s) => ({ content: `Dropped by ${s.name}: the signal flag is green.`, metadata: { ...meta, by: s.name } })),
+      ])
       const [kept, ...own] = added.body.ids as string[]
       const all = agree(t, 'memory list (metadata filter)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 100 })))
-      t.same(all.items.map((e: any) => e.id), added.body.ids)
+      t.same(
+        all.items.map((e: any) => e.id),
+        added.body.ids,
+      )
       const page = agree(t, 'memory list (a page)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 2 })))
       t.ok(page.next_cursor)
-      agree(t, 'memory list (next page)', await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 2, cursor: page.next_cursor })))
+      agree(
+        t,
+        'memory list (next page)',
+        await each(surfaces, (s) => s.memory('list', { metadata: meta, limit: 2, cursor: page.next_cursor })),
+      )
       t.match(agree(t, 'memory get', await each(surfaces, (s) => s.memory('get', { id: kept }))), { id: kept, metadata: meta })
       agree(t, 'memory get (unknown)', await each(surfaces, (s) => s.memory('get', { id: UNKNOWN })), { code: 'MEMORY_NOT_FOUND' })
       agree(t, 'memory delete (unknown)', await each(surfaces, (s) => s.memory('delete', { id: UNKNOWN })), { code: 'MEMORY_NOT_FOUND' })
-      for (const [i, s] of surfaces.entries()) t.same(await s.memory('delete', { id: own[i] }), { ok: true, value: { id: own[i], deleted: true } }, `${s.name}: delete`)
-      t.same(agree(t, 'memory list after deletes', await each(surfaces, (s) => s.memory('list', { metadata: meta }))).items.map((e: any) => e.id), [kept])
+      for (const [i, s] of surfaces.entries())
+        t.same(await s.memory('delete', { id: own[i] }), { ok: true, value: { id: own[i], deleted: true } }, `${s.name}: delete`)
+      t.same(
+        agree(t, 'memory list after deletes', await each(surfaces, (s) => s.memory('list', { metadata: meta }))).items.map(
+          (e: any) => e.id,
+        ),
+        [kept],
+      )
       const hits = agree(t, 'memory search (metadata filter)', await each(surfaces, (s) => s.search({ q: 'signal flag', metadata: meta })))
-      t.same(hits.results.map((r: any) => r.id), [kept])
+      t.same(
+        hits.results.map((r: any) => r.id),
+        [kept],
+      )
     })
 
     if (b.store && b.compaction) {
@@ -258,10 +376,26 @@ for (const b of BUILDS) {
         for (const input of INPUTS.slice(1)) mine.push(await local.turn(id, input))
         const remote = turns.get(cli.name)!
         mine.forEach((r, i) => {
-          agree(t, `turn ${i + 1}`, [[cli.name, remote[i]!.outcome], [local.name, r.outcome]], { normalise: norm.turn(seqs) })
+          agree(
+            t,
+            `turn ${i + 1}`,
+            [
+              [cli.name, remote[i]!.outcome],
+              [local.name, r.outcome],
+            ],
+            { normalise: norm.turn(seqs) },
+          )
           t.same(r.streamed, remote[i]!.streamed, `turn ${i + 1}: the same compaction notices`)
         })
-        agree(t, 'read', [[cli.name, await cli.read(ids.get(cli.name)!)], [local.name, await local.read(id)]], { normalise: norm.view(seqs) })
+        agree(
+          t,
+          'read',
+          [
+            [cli.name, await cli.read(ids.get(cli.name)!)],
+            [local.name, await local.read(id)],
+          ],
+          { normalise: norm.view(seqs) },
+        )
       })
     }
 
@@ -284,7 +418,9 @@ for (const b of BUILDS) {
       }
       t.same(agree(t, 'archive', results, { normalise: norm.archived }), { status: 'archived' })
       for (const [name, o] of results) if (o.ok) t.equal(o.value.session_id, ids.get(name), `${name} names the archived session`)
-      agree(t, 'turn on an archived session', await each(surfaces, async (s) => (await s.turn(ids.get(s.name)!, 'more')).outcome), { code: 'SESSION_ARCHIVED' })
+      agree(t, 'turn on an archived session', await each(surfaces, async (s) => (await s.turn(ids.get(s.name)!, 'more')).outcome), {
+        code: 'SESSION_ARCHIVED',
+      })
       await eventually(() => [...observers.values()].every((o) => o.events.some((e) => e.type === 'session_archived')), 5000)
     })
   })

@@ -50,8 +50,12 @@ async function createThenTurn(s: Pick<Surface, 'turn'>, create: () => Promise<Ou
   return { created, first: await s.turn(id, input), id }
 }
 
-const query = (q: Params) => new URLSearchParams(Object.entries(q).flatMap(([k, v]): Array<[string, string]> =>
-  k === 'metadata' ? Object.entries(v as Record<string, string>).map(([mk, mv]) => [`metadata.${mk}`, mv]) : [[k, String(v)]])).toString()
+const query = (q: Params) =>
+  new URLSearchParams(
+    Object.entries(q).flatMap(([k, v]): Array<[string, string]> =>
+      k === 'metadata' ? Object.entries(v as Record<string, string>).map(([mk, mv]) => [`metadata.${mk}`, mv]) : [[k, String(v)]],
+    ),
+  ).toString()
 
 // ---- REST -----------------------------------------------------------------------------
 
@@ -97,7 +101,11 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
           if (r?.kind === 'failed') outcome = failure(r.error.code, r.error.message, [])
         }
         const envelopes = frames.map((f) => f.data as EventEnvelope)
-        return { outcome: outcome ?? failure('<no end>', 'the turn stream ended without an outcome', []), streamed: compactionOf(frames.map((f) => f.event)), envelopes }
+        return {
+          outcome: outcome ?? failure('<no end>', 'the turn stream ended without an outcome', []),
+          streamed: compactionOf(frames.map((f) => f.event)),
+          envelopes,
+        }
       } finally {
         stream.close()
       }
@@ -131,8 +139,12 @@ function rpcOutcome(res: any): Outcome {
 }
 
 /** The scenario over any JSON-RPC call function (HTTP or a stdio line channel). */
-function rpcSurface(name: string, call: (method: string, params: Params) => Promise<any>, streamed: ((id: string) => EventEnvelope[]) | null,
-  close: () => Promise<void>): Surface {
+function rpcSurface(
+  name: string,
+  call: (method: string, params: Params) => Promise<any>,
+  streamed: ((id: string) => EventEnvelope[]) | null,
+  close: () => Promise<void>,
+): Surface {
   const s: Surface = {
     name,
     streaming: streamed !== null,
@@ -159,7 +171,8 @@ export function rpcHttpSurface(h: Harness): Surface {
   let n = 0
   const call = async (method: string, params: Params) => {
     const res = await request(`${h.url}/rpc`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ jsonrpc: '2.0', id: ++n, method, params }),
     })
     const body: any = await res.body.json()
@@ -196,17 +209,23 @@ export function rpcStdioSurface(name: string, serve: (input: PassThrough, output
       problems.push(`unexpected line: ${line.slice(0, 200)}`)
     }
   })
-  const call = (method: string, params: Params) => new Promise<any>((resolve) => {
-    const id = ++n
-    pending.set(id, resolve)
-    input.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
-  })
-  return rpcSurface(name, call, (id) => events.get(id) ?? [], async () => {
-    input.end()
-    await served
-    lines.close()
-    if (problems.length > 0) throw new Error(`${name}: ${problems.join('; ')}`)
-  })
+  const call = (method: string, params: Params) =>
+    new Promise<any>((resolve) => {
+      const id = ++n
+      pending.set(id, resolve)
+      input.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+    })
+  return rpcSurface(
+    name,
+    call,
+    (id) => events.get(id) ?? [],
+    async () => {
+      input.end()
+      await served
+      lines.close()
+      if (problems.length > 0) throw new Error(`${name}: ${problems.join('; ')}`)
+    },
+  )
 }
 
 export function rpcStdioInProcess(h: Harness): Surface {
@@ -242,7 +261,9 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
     open: (req, input) => createThenTurn(s, async () => mcpOutcome(await tool('session_create', req)), input),
     async turn(id, input, how = 'start') {
       const progress: string[] = []
-      const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input }, (p) => { if (p.message) progress.push(p.message) })
+      const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input }, (p) => {
+        if (p.message) progress.push(p.message)
+      })
       return { outcome: mcpOutcome(r), streamed: progress.flatMap((m) => (MCP_PROGRESS[m] ? [MCP_PROGRESS[m]!] : [])) }
     },
     read: async (id) => mcpOutcome(await tool('session_read', { session_id: id })),

@@ -31,7 +31,12 @@ t.test('the request: key in x-api-key, the default anthropic-version, a streamin
 
 t.test('a configured anthropic-version is sent', async (t) => {
   const { fake, http } = await setup(t)
-  const client = new AnthropicProvider(http, { baseUrl: fake.url, apiKey: KEY, defaultModel: 'anthropic:claude-sonnet-4-5', version: '2024-01-01' })
+  const client = new AnthropicProvider(http, {
+    baseUrl: fake.url,
+    apiKey: KEY,
+    defaultModel: 'anthropic:claude-sonnet-4-5',
+    version: '2024-01-01',
+  })
   await client.complete({ model: 'claude-sonnet-4-5', maxTokens: 16, messages: [user('hi')] })
   t.equal(fake.requests[0]!.headers['anthropic-version'], '2024-01-01')
 })
@@ -92,13 +97,23 @@ t.test('multi-step history is translated and accepted by the server', async (t) 
   t.equal(rec.body.max_tokens, 1024)
   t.equal(rec.headers['anthropic-version'], '2023-06-01')
   t.equal(rec.headers['x-api-key'], KEY)
-  t.same(rec.body.messages, [
-    { role: 'user', content: [{ type: 'text', text: 'What is the weather in Paris, and the time?' }] },
-    MULTI_STEP[1],
-    MULTI_STEP[2],
-    { role: 'assistant', content: [{ type: 'text', text: 'It is 18C; the time is unknown.' }] },
-    { role: 'user', content: [{ type: 'text', text: 'Thanks.' }, { type: 'text', text: 'And tomorrow?' }] },
-  ], 'empty messages dropped, consecutive user messages merged, is_error kept')
+  t.same(
+    rec.body.messages,
+    [
+      { role: 'user', content: [{ type: 'text', text: 'What is the weather in Paris, and the time?' }] },
+      MULTI_STEP[1],
+      MULTI_STEP[2],
+      { role: 'assistant', content: [{ type: 'text', text: 'It is 18C; the time is unknown.' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Thanks.' },
+          { type: 'text', text: 'And tomorrow?' },
+        ],
+      },
+    ],
+    'empty messages dropped, consecutive user messages merged, is_error kept',
+  )
 })
 
 t.test('user text sent before the tool results is reordered after them', async (t) => {
@@ -115,30 +130,40 @@ t.test('user text sent before the tool results is reordered after them', async (
   t.same(rec.body.messages, [
     { role: 'user', content: [{ type: 'text', text: 'go' }] },
     { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_a', name: 'get_time', input: {} }] },
-    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_a', content: 'noon' }, { type: 'text', text: '(note: be quick)' }] },
+    {
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_a', content: 'noon' },
+        { type: 'text', text: '(note: be quick)' },
+      ],
+    },
   ])
 })
 
 t.test('images in user input become base64 / url image sources', async (t) => {
   const { fake, client, req } = await setup(t)
   const data = Buffer.from('fake png bytes').toString('base64')
-  const messages: Message[] = [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'What is in these pictures?' },
-      { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
-      { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
-    ],
-  }]
+  const messages: Message[] = [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is in these pictures?' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+        { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+      ],
+    },
+  ]
   await client.complete(req({ messages }))
   const rec = fake.requests[0]!
   t.equal(rec.rejected, undefined)
-  t.same(rec.body.messages, [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'What is in these pictures?' },
-      { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
-      { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
-    ],
-  }])
+  t.same(rec.body.messages, [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is in these pictures?' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+        { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+      ],
+    },
+  ])
 })

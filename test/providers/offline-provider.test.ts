@@ -73,9 +73,14 @@ t.test('/tool name {json} calls an offered tool', async (t) => {
   t.ok(res.usage.output_tokens > 0)
   // the answer forms a valid history once its result comes back
   const id = use.type === 'tool_use' ? use.id : ''
-  const history: Message[] = [...messages, { role: 'assistant', content: res.content }, {
-    role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'sunny' }],
-  }]
+  const history: Message[] = [
+    ...messages,
+    { role: 'assistant', content: res.content },
+    {
+      role: 'user',
+      content: [{ type: 'tool_result', tool_use_id: id, content: 'sunny' }],
+    },
+  ]
   t.equal(checkHistory(history), null)
 })
 
@@ -102,13 +107,15 @@ t.test('a tool-results message yields a text answer', async (t) => {
   const messages: Message[] = [
     user('go'),
     {
-      role: 'assistant', content: [
+      role: 'assistant',
+      content: [
         { type: 'tool_use', id: 'a', name: 'get_weather', input: { city: 'Paris' } },
         { type: 'tool_use', id: 'b', name: 'noop', input: {} },
       ],
     },
     {
-      role: 'user', content: [
+      role: 'user',
+      content: [
         { type: 'tool_result', tool_use_id: 'a', content: 'sunny, 21C' },
         { type: 'tool_result', tool_use_id: 'b', content: [{ type: 'text', text: 'exploded' }], is_error: true },
       ],
@@ -166,10 +173,12 @@ t.test('abort: rejects with exactly the reason', async (t) => {
   const mid = new AbortController()
   const reason2 = { interrupted: true }
   const deltas: string[] = []
-  const err = await caught(client.complete(req({ signal: mid.signal, messages: [user('one two three four five six')] }), (d) => {
-    deltas.push(d.text)
-    if (deltas.length === 2) mid.abort(reason2)
-  }))
+  const err = await caught(
+    client.complete(req({ signal: mid.signal, messages: [user('one two three four five six')] }), (d) => {
+      deltas.push(d.text)
+      if (deltas.length === 2) mid.abort(reason2)
+    }),
+  )
   t.equal(err, reason2)
   t.equal(deltas.length, 2, 'no delta after the abort')
 

@@ -96,15 +96,21 @@ t.test('multi-step history is translated and accepted by the server', async (t) 
   t.same(res.content, [{ type: 'text', text: 'echo: Thanks.\nAnd tomorrow?' }])
 
   const messages = rec.body.messages as any[]
-  t.same(messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'tool', 'assistant', 'user'])
+  t.same(
+    messages.map((m) => m.role),
+    ['system', 'user', 'assistant', 'tool', 'tool', 'assistant', 'user'],
+  )
   t.same(messages[0], { role: 'system', content: 'You are terse.' })
   t.same(messages[1], { role: 'user', content: 'What is the weather in Paris, and the time?' })
   const asst = messages[2]
   t.equal(asst.content, 'Let me check.')
-  t.same(asst.tool_calls.map((c: any) => ({ id: c.id, type: c.type, name: c.function.name, args: JSON.parse(c.function.arguments) })), [
-    { id: 'call_w', type: 'function', name: 'get_weather', args: { city: 'Paris' } },
-    { id: 'call_t', type: 'function', name: 'get_time', args: { tz: 'Europe/Paris' } },
-  ])
+  t.same(
+    asst.tool_calls.map((c: any) => ({ id: c.id, type: c.type, name: c.function.name, args: JSON.parse(c.function.arguments) })),
+    [
+      { id: 'call_w', type: 'function', name: 'get_weather', args: { city: 'Paris' } },
+      { id: 'call_t', type: 'function', name: 'get_time', args: { tz: 'Europe/Paris' } },
+    ],
+  )
   t.same(messages[3], { role: 'tool', tool_call_id: 'call_w', content: '18C, cloudy' })
   t.equal(messages[4].tool_call_id, 'call_t')
   t.match(messages[4].content, /^\[error\] /, 'the error flag survives in the content')
@@ -135,23 +141,27 @@ t.test('user text sent before the tool results is reordered after them', async (
 t.test('images in user input become image_url parts', async (t) => {
   const { fake, client, req } = await setup(t)
   const data = Buffer.from('fake png bytes').toString('base64')
-  const messages: Message[] = [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'What is in these pictures?' },
-      { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
-      { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
-    ],
-  }]
+  const messages: Message[] = [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is in these pictures?' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+        { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+      ],
+    },
+  ]
   await client.complete(req({ messages }))
   const rec = fake.requests[0]!
   t.equal(rec.rejected, undefined)
-  t.same(rec.body.messages, [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'What is in these pictures?' },
-      { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } },
-      { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
-    ],
-  }])
+  t.same(rec.body.messages, [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is in these pictures?' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } },
+        { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+      ],
+    },
+  ])
 })

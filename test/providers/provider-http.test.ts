@@ -12,11 +12,19 @@ import { startFakeLlm, type FakeLlmServer } from '../helpers/fake-llm-server.js'
 import { gaps, scriptedServer, type Reply } from '../helpers/servers.js'
 
 const HTTP: ProviderHttpOptions = {
-  headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 2, retryBaseMs: 5, retryMaxMs: 50,
+  headersTimeoutMs: 500,
+  idleTimeoutMs: 300,
+  connectTimeoutMs: 1000,
+  maxRetries: 2,
+  retryBaseMs: 5,
+  retryMaxMs: 50,
 }
 
 const req = (extra: Partial<LlmRequest> = {}): LlmRequest => ({
-  model: 'gpt-4o-mini', maxTokens: 64, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], ...extra,
+  model: 'gpt-4o-mini',
+  maxTokens: 64,
+  messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+  ...extra,
 })
 
 function newHttp(t: Test, o: Partial<ProviderHttpOptions> = {}): ProviderHttp {
@@ -25,7 +33,10 @@ function newHttp(t: Test, o: Partial<ProviderHttpOptions> = {}): ProviderHttp {
   return http
 }
 
-async function withFake(t: Test, o: Partial<ProviderHttpOptions> = {}): Promise<{ fake: FakeLlmServer; http: ProviderHttp; openai: OpenAiProvider }> {
+async function withFake(
+  t: Test,
+  o: Partial<ProviderHttpOptions> = {},
+): Promise<{ fake: FakeLlmServer; http: ProviderHttp; openai: OpenAiProvider }> {
   const fake = await startFakeLlm()
   const http = new ProviderHttp({ ...HTTP, ...o })
   t.teardown(async () => {
@@ -53,7 +64,10 @@ t.test('retryable statuses are retried once, then succeed', async (t) => {
     fake.enqueue({ status }, { text: 'ok' })
     const res = await openai.complete(req())
     t.same(res.content, [{ type: 'text', text: 'ok' }], `${status} then success`)
-    t.same(fake.requests.map((r) => r.status), [status, 200])
+    t.same(
+      fake.requests.map((r) => r.status),
+      [status, 200],
+    )
   }
 })
 
@@ -253,7 +267,10 @@ t.test('a long-lived signal reused across many calls and retries keeps no abort 
 t.test('error descriptions come from the body', async (t) => {
   const http = newHttp(t, { maxRetries: 0 })
   const cases: Array<[Reply, RegExp]> = [
-    [{ status: 502, headers: { 'content-type': 'text/plain' }, body: 'Bad gateway from the proxy' }, /HTTP 502: Bad gateway from the proxy/],
+    [
+      { status: 502, headers: { 'content-type': 'text/plain' }, body: 'Bad gateway from the proxy' },
+      /HTTP 502: Bad gateway from the proxy/,
+    ],
     [{ status: 400, body: '{"error":"a plain string error"}' }, /HTTP 400: a plain string error/],
     [{ status: 400, body: '{"error":{"message":"nested message","type":"x"}}' }, /HTTP 400: nested message/],
     [{ status: 422, body: '{"message":"top-level message"}' }, /HTTP 422: top-level message/],
@@ -288,10 +305,7 @@ t.test('one ProviderHttp serves both providers concurrently', async (t) => {
   const { fake, http, openai } = await withFake(t)
   const anthropic = new AnthropicProvider(http, { baseUrl: fake.url, apiKey: 'k', defaultModel: 'anthropic:claude-sonnet-4-5' })
   fake.enqueue({ api: 'anthropic', text: 'from anthropic', delayMs: 20 }, { api: 'openai', text: 'from openai', delayMs: 20 })
-  const [a, o] = await Promise.all([
-    anthropic.complete(req({ model: 'claude-sonnet-4-5' })),
-    openai.complete(req()),
-  ])
+  const [a, o] = await Promise.all([anthropic.complete(req({ model: 'claude-sonnet-4-5' })), openai.complete(req())])
   t.same(a.content, [{ type: 'text', text: 'from anthropic' }])
   t.same(o.content, [{ type: 'text', text: 'from openai' }])
   t.same(fake.requests.map((r) => r.api).sort(), ['anthropic', 'openai'])

@@ -7,18 +7,28 @@ import { ProviderHttp } from '../../src/providers/provider-http.js'
 import { StaticProviderRegistry } from '../../src/providers/provider-registry.js'
 import { isCode, thrown } from '../helpers/errors.js'
 
-const http = new ProviderHttp({ headersTimeoutMs: 500, idleTimeoutMs: 300, connectTimeoutMs: 1000, maxRetries: 0, retryBaseMs: 5, retryMaxMs: 50 })
+const http = new ProviderHttp({
+  headersTimeoutMs: 500,
+  idleTimeoutMs: 300,
+  connectTimeoutMs: 1000,
+  maxRetries: 0,
+  retryBaseMs: 5,
+  retryMaxMs: 50,
+})
 t.teardown(() => http.close())
 
 const offline = new OfflineProvider()
 const openai = new OpenAiProvider(http, { baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', defaultModel: 'openai:gpt-4o-mini' })
 
 function registry(): StaticProviderRegistry {
-  return new StaticProviderRegistry([
-    { name: 'anthropic', client: null, hint: 'set ANTHROPIC_API_KEY', defaultModel: 'anthropic:claude-sonnet-4-5' },
-    { name: 'openai', client: openai, hint: 'set OPENAI_API_KEY', defaultModel: 'openai:gpt-4o-mini' },
-    { name: 'offline', client: offline, hint: 'always available', defaultModel: 'offline:echo' },
-  ], 'offline:echo')
+  return new StaticProviderRegistry(
+    [
+      { name: 'anthropic', client: null, hint: 'set ANTHROPIC_API_KEY', defaultModel: 'anthropic:claude-sonnet-4-5' },
+      { name: 'openai', client: openai, hint: 'set OPENAI_API_KEY', defaultModel: 'openai:gpt-4o-mini' },
+      { name: 'offline', client: offline, hint: 'always available', defaultModel: 'offline:echo' },
+    ],
+    'offline:echo',
+  )
 }
 
 t.test('parseModelRef splits at the first colon', async (t) => {

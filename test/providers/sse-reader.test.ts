@@ -4,7 +4,9 @@ import { Readable } from 'node:stream'
 import t from 'tap'
 import { readSse } from '../../src/providers/sse-reader.js'
 
-async function read(chunks: Array<string | Uint8Array>): Promise<Array<{ event?: string | undefined; data: string; id?: string | undefined }>> {
+async function read(
+  chunks: Array<string | Uint8Array>,
+): Promise<Array<{ event?: string | undefined; data: string; id?: string | undefined }>> {
   const out = []
   const bytes = chunks.map((c) => (typeof c === 'string' ? new TextEncoder().encode(c) : c))
   for await (const ev of readSse(Readable.from(bytes))) out.push({ event: ev.event, data: ev.data, id: ev.id })

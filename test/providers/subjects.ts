@@ -14,7 +14,10 @@ export const ANTHROPIC: LlmClientSubject = {
   client: (http, origin, apiKey) => new AnthropicProvider(http, { baseUrl: origin, apiKey, defaultModel: 'anthropic:claude-sonnet-4-5' }),
   maxTokensStop: 'max_tokens',
   errorMidStream: (message) => [
-    anthropicEvent({ type: 'message_start', message: { id: 'm1', type: 'message', role: 'assistant', content: [], usage: { input_tokens: 3, output_tokens: 1 } } }),
+    anthropicEvent({
+      type: 'message_start',
+      message: { id: 'm1', type: 'message', role: 'assistant', content: [], usage: { input_tokens: 3, output_tokens: 1 } },
+    }),
     anthropicEvent({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
     anthropicEvent({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'par' } }),
     anthropicEvent({ type: 'error', error: { type: 'overloaded_error', message } }),

@@ -5,7 +5,14 @@ import type { EventSubscription, StreamFrame } from '../../src/core/session-serv
 import { EventHub } from '../../src/session/event-hub.js'
 
 const ev = (sid: string, seq: number, type: EventEnvelope['type'] = 'turn_started'): EventEnvelope =>
-  ({ seq, session_id: sid, turn: 1, type, at: '2026-01-01T00:00:00.000Z', data: type === 'text_delta' ? { text: 'x' } : {} } as EventEnvelope)
+  ({
+    seq,
+    session_id: sid,
+    turn: 1,
+    type,
+    at: '2026-01-01T00:00:00.000Z',
+    data: type === 'text_delta' ? { text: 'x' } : {},
+  }) as EventEnvelope
 
 async function take(sub: EventSubscription, n: number): Promise<StreamFrame[]> {
   const out: StreamFrame[] = []
@@ -33,8 +40,14 @@ t.test('events reach the session’s subscribers and its tenant’s, not another
   hub.publish(ev('s1', 1))
   hub.publish(ev('s2', 1))
   t.same(seqs(await take(own, 1)), [1])
-  t.same((await take(tenantA, 1)).map((f) => f.kind === 'event' && f.event.session_id), ['s1'])
-  t.same((await take(tenantB, 1)).map((f) => f.kind === 'event' && f.event.session_id), ['s2'])
+  t.same(
+    (await take(tenantA, 1)).map((f) => f.kind === 'event' && f.event.session_id),
+    ['s1'],
+  )
+  t.same(
+    (await take(tenantB, 1)).map((f) => f.kind === 'event' && f.event.session_id),
+    ['s2'],
+  )
   tenantB.close()
   t.notOk(hub.hasListeners('s2'), 'a closed subscription stops counting')
 })
@@ -45,8 +58,14 @@ t.test('the buffer keeps the last stored events, never text deltas', async (t) =
   for (let seq = 1; seq <= 5; seq++) hub.publish(ev('s', seq))
   hub.publish(ev('s', 5, 'text_delta'))
   t.equal(hub.bufferStart('s'), 3)
-  t.same(hub.buffered('s', 0).map((e) => e.seq), [3, 4, 5])
-  t.same(hub.buffered('s', 3, 4).map((e) => e.seq), [4])
+  t.same(
+    hub.buffered('s', 0).map((e) => e.seq),
+    [3, 4, 5],
+  )
+  t.same(
+    hub.buffered('s', 3, 4).map((e) => e.seq),
+    [4],
+  )
 })
 
 t.test('a session subscription replays what it asks for, then tails live, with no gap or duplicate at the seam', async (t) => {
@@ -64,7 +83,10 @@ t.test('a replay that cannot start where asked says so first', async (t) => {
   hub.open('s', 't')
   const sub = await hub.subscribeSession('s', 0, 6, async (from) => [5, 6].filter((s) => s > from).map((s) => ev('s', s)))
   const frames = await take(sub, 3)
-  t.same(frames[0], { kind: 'control', control: { type: 'stream_truncated', session_id: 's', data: { requested_after: 0, first_seq: 5, reason: 'events_unavailable' } } })
+  t.same(frames[0], {
+    kind: 'control',
+    control: { type: 'stream_truncated', session_id: 's', data: { requested_after: 0, first_seq: 5, reason: 'events_unavailable' } },
+  })
   t.same(seqs(frames), [5, 6])
   sub.close()
 })
@@ -75,7 +97,9 @@ t.test('dropping a session ends its subscriptions with the reason; a shutdown en
   hub.open('r', 't')
   const deleted = await hub.subscribeSession('s', undefined, 0, async () => [])
   hub.drop('s', { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } })
-  t.same(await take(deleted, 2), [{ kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } } }])
+  t.same(await take(deleted, 2), [
+    { kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } } },
+  ])
   t.equal(hub.bufferStart('s'), null, 'its buffer went with it')
   const live = await hub.subscribeSession('r', undefined, 0, async () => [])
   const tenant = hub.subscribeTenant('t')

@@ -19,11 +19,27 @@ export function sessionConfig(extra: Partial<SessionConfig> = {}): SessionConfig
 /** A live session whose commits are recorded (and resolve at once, or as `commit` says) and whose publications are collected. */
 export function liveSession(cfg: SessionConfig = sessionConfig(), opts: { id?: string; commit?: CommitFn; listened?: boolean } = {}) {
   const id = opts.id ?? sessionId(1)
-  const created: EventEnvelope<'session_created'> = { seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config: cfg } }
+  const created: EventEnvelope<'session_created'> = {
+    seq: 1,
+    session_id: id,
+    turn: 0,
+    type: 'session_created',
+    at: new Date().toISOString(),
+    data: { config: cfg },
+  }
   const committed: EventEnvelope[] = []
   const published: EventEnvelope[] = []
-  const commit: CommitFn = opts.commit ?? ((events) => { committed.push(...events) })
-  const session = new LiveSession(applyEvent(undefined, created), commit, (e) => published.push(e), () => opts.listened ?? false)
+  const commit: CommitFn =
+    opts.commit ??
+    ((events) => {
+      committed.push(...events)
+    })
+  const session = new LiveSession(
+    applyEvent(undefined, created),
+    commit,
+    (e) => published.push(e),
+    () => opts.listened ?? false,
+  )
   return { session, committed, published }
 }
 
@@ -38,10 +54,17 @@ export class ScriptedClient implements LlmClient {
 
   constructor(private readonly steps: Step[] = []) {}
 
-  push(...steps: Step[]): void { this.steps.push(...steps) }
+  push(...steps: Step[]): void {
+    this.steps.push(...steps)
+  }
 
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
-    this.requests.push({ system: req.system, messages: structuredClone([...req.messages]), tools: (req.tools ?? []).map((t) => t.name), maxTokens: req.maxTokens })
+    this.requests.push({
+      system: req.system,
+      messages: structuredClone([...req.messages]),
+      tools: (req.tools ?? []).map((t) => t.name),
+      maxTokens: req.maxTokens,
+    })
     const step = this.steps.shift()
     if (!step) throw new Error('the script ran out')
     if (step instanceof BurrowError) throw step
@@ -51,28 +74,52 @@ export class ScriptedClient implements LlmClient {
   }
 }
 
-export const say = (text: string, usage = { input_tokens: 10, output_tokens: 2 }): LlmResponse =>
-  ({ content: [{ type: 'text', text }], usage, stopReason: 'end_turn' })
+export const say = (text: string, usage = { input_tokens: 10, output_tokens: 2 }): LlmResponse => ({
+  content: [{ type: 'text', text }],
+  usage,
+  stopReason: 'end_turn',
+})
 
 export const call = (name: string, input: unknown, id = `call_${name}`, text?: string): LlmResponse => {
   const content: ContentBlock[] = [...(text ? [{ type: 'text' as const, text }] : []), { type: 'tool_use', id, name, input }]
   return { content, usage: { input_tokens: 10, output_tokens: 2 }, stopReason: 'tool_use' }
 }
 
-export const calls = (...uses: Array<{ id: string; name: string; input: unknown }>): LlmResponse =>
-  ({ content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), usage: { input_tokens: 10, output_tokens: 2 }, stopReason: 'tool_use' })
+export const calls = (...uses: Array<{ id: string; name: string; input: unknown }>): LlmResponse => ({
+  content: uses.map((u) => ({ type: 'tool_use' as const, ...u })),
+  usage: { input_tokens: 10, output_tokens: 2 },
+  stopReason: 'tool_use',
+})
 
 export function registry(client: LlmClient): StaticProviderRegistry {
-  return new StaticProviderRegistry([{ name: 'scripted', client, hint: 'nothing to set', defaultModel: 'scripted:model' }], 'scripted:model')
+  return new StaticProviderRegistry(
+    [{ name: 'scripted', client, hint: 'nothing to set', defaultModel: 'scripted:model' }],
+    'scripted:model',
+  )
 }
 
 /** Records `n` complete turns on a live session, as the loop would (user text, an answer, completion). */
-export function talk(session: LiveSession, n: number, text = (i: number) => `message ${i}`, usage = { input_tokens: 10, output_tokens: 2 }): void {
+export function talk(
+  session: LiveSession,
+  n: number,
+  text = (i: number) => `message ${i}`,
+  usage = { input_tokens: 10, output_tokens: 2 },
+): void {
   for (let i = 0; i < n; i++) {
     const turn = session.record.turn_count + 1
     session.emit(turn, [
       { type: 'turn_started', data: { input: [{ type: 'text', text: text(turn) }], continuation: false } },
-      { type: 'assistant_message', data: { message: { role: 'assistant', content: [{ type: 'text', text: `answer ${turn}` }] }, usage, stop_reason: 'end_turn', model: session.record.config.model, step: 1, client_tool_call_ids: [] } },
+      {
+        type: 'assistant_message',
+        data: {
+          message: { role: 'assistant', content: [{ type: 'text', text: `answer ${turn}` }] },
+          usage,
+          stop_reason: 'end_turn',
+          model: session.record.config.model,
+          step: 1,
+          client_tool_call_ids: [],
+        },
+      },
       { type: 'turn_completed', data: { output_text: `answer ${turn}`, usage, stop_reason: 'end_turn' } },
     ])
   }

@@ -13,20 +13,39 @@ import { MemorySessionRepository } from '../../src/store/memory-session-reposito
 import { config, SessionLog } from '../contract/fixtures.js'
 import { sessionId, talk } from './fixtures.js'
 
-const created = (id: string, tenant = 'tenant-a'): EventEnvelope<'session_created'> =>
-  ({ seq: 1, session_id: id, turn: 0, type: 'session_created', at: new Date().toISOString(), data: { config: config(tenant) } })
+const created = (id: string, tenant = 'tenant-a'): EventEnvelope<'session_created'> => ({
+  seq: 1,
+  session_id: id,
+  turn: 0,
+  type: 'session_created',
+  at: new Date().toISOString(),
+  data: { config: config(tenant) },
+})
 
 function table(opts: { repo?: MemorySessionRepository; listeners?: SessionListener[]; maxLive?: number } = {}) {
   const repository = opts.repo ?? new MemorySessionRepository()
   const hub = new EventHub({ bufferSize: 100, queueLimit: 100 })
-  const sessions = new LiveSessions({ repository, hub, listeners: opts.listeners ?? [], maxLive: opts.maxLive ?? 100, logger: createLogger('silent') })
+  const sessions = new LiveSessions({
+    repository,
+    hub,
+    listeners: opts.listeners ?? [],
+    maxLive: opts.maxLive ?? 100,
+    logger: createLogger('silent'),
+  })
   return { repository, hub, sessions }
 }
 
 const recorder = () => {
   const told: CommittedBatch[] = []
   const deleted: string[] = []
-  const listener: SessionListener = { committed: (b) => { told.push(b) }, deleted: async (id) => { deleted.push(id) } }
+  const listener: SessionListener = {
+    committed: (b) => {
+      told.push(b)
+    },
+    deleted: async (id) => {
+      deleted.push(id)
+    },
+  }
   return { told, deleted, listener }
 }
 
@@ -38,7 +57,11 @@ t.test('a stored session is loaded for its tenant only; an unknown or malformed 
   const s = await sessions.get('tenant-a', log.id)
   t.same(s.record, log.record)
   t.equal(sessions.get('tenant-a', log.id), s, 'live now: answered without a promise')
-  t.match(await Promise.resolve(sessions.get('tenant-b', log.id)).catch((e: unknown) => e), { code: 'SESSION_NOT_FOUND' }, "another tenant's")
+  t.match(
+    await Promise.resolve(sessions.get('tenant-b', log.id)).catch((e: unknown) => e),
+    { code: 'SESSION_NOT_FOUND' },
+    "another tenant's",
+  )
   t.match(await Promise.resolve(sessions.get('tenant-a', sessionId(2))).catch((e: unknown) => e), { code: 'SESSION_NOT_FOUND' })
   t.match(await Promise.resolve(sessions.get('tenant-a', 'nope')).catch((e: unknown) => e), { code: 'SESSION_NOT_FOUND' })
 })
@@ -46,7 +69,9 @@ t.test('a stored session is loaded for its tenant only; an unknown or malformed 
 t.test('listeners are told of each commit once the repository made it durable, with what a compaction discarded', async (t) => {
   const repo = new MemorySessionRepository()
   let release!: () => void
-  const gate = new Promise<void>((r) => { release = r })
+  const gate = new Promise<void>((r) => {
+    release = r
+  })
   const commit = repo.commit.bind(repo)
   let held = false
   // Held commits are written later, with the record as it was when they were made (the reference repository checks it).
@@ -58,7 +83,11 @@ t.test('listeners are told of each commit once the repository made it durable, w
   const { told, listener } = recorder()
   const { sessions } = table({ repo, listeners: [listener] })
   const s = await sessions.create(created(sessionId(3)))
-  t.same(told.map((b) => b.events.map((e) => e.type)), [['session_created']], 'the creation too')
+  t.same(
+    told.map((b) => b.events.map((e) => e.type)),
+    [['session_created']],
+    'the creation too',
+  )
   t.equal(told[0]!.session, s)
   held = true
   talk(s, 3)
@@ -67,18 +96,35 @@ t.test('listeners are told of each commit once the repository made it durable, w
   release()
   await sessions.settle(s)
   t.equal(told.length, 4, 'one per commit, in order')
-  t.same(told.slice(1).map((b) => b.events[0]!.seq), [2, 5, 8])
+  t.same(
+    told.slice(1).map((b) => b.events[0]!.seq),
+    [2, 5, 8],
+  )
   t.notOk(told[1]!.discarded, 'no compaction, nothing discarded')
 
   const before = s.record.messages
-  new Turn(s, 3).emit([{ type: 'compaction_completed', data: { summary_tokens: 1, messages_before: 6, messages_after: 3, summary: 'S', discarded_seq_range: [2, 6] } }])
+  new Turn(s, 3).emit([
+    {
+      type: 'compaction_completed',
+      data: { summary_tokens: 1, messages_before: 6, messages_after: 3, summary: 'S', discarded_seq_range: [2, 6] },
+    },
+  ])
   await sessions.settle(s)
   t.same(told.at(-1)!.discarded, { messages: before.slice(0, 4), seqs: [2, 3, 5, 6], turns: [1, 1, 2, 2] })
 })
 
 t.test('a listener that throws is logged; the session goes on', async (t) => {
   const { told, listener } = recorder()
-  const { sessions } = table({ listeners: [{ committed: () => { throw new Error('boom') } }, listener] })
+  const { sessions } = table({
+    listeners: [
+      {
+        committed: () => {
+          throw new Error('boom')
+        },
+      },
+      listener,
+    ],
+  })
   const s = await sessions.create(created(sessionId(4)))
   talk(s, 1)
   await sessions.settle(s)
@@ -109,7 +155,10 @@ t.test('a session whose commit failed is broken: settling says why, and the next
   const repo = new MemorySessionRepository()
   const commit = repo.commit.bind(repo)
   let fail = false
-  repo.commit = async (events, record: SessionRecord) => { if (fail) throw new BurrowError('STORE_UNAVAILABLE', 'disk full'); return commit(events, record) }
+  repo.commit = async (events, record: SessionRecord) => {
+    if (fail) throw new BurrowError('STORE_UNAVAILABLE', 'disk full')
+    return commit(events, record)
+  }
   const { sessions } = table({ repo })
   const s = await sessions.create(created(sessionId(10)))
   talk(s, 1)

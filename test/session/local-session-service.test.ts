@@ -23,21 +23,40 @@ t.teardown(async () => {
 })
 
 async function compose(store: 'off' | 'lmdb', env: Record<string, string>, dataDir?: string): Promise<ServiceUnderTest> {
-  const dir = dataDir ?? await mkdtemp(join(tmpdir(), 'burrow-service-'))
+  const dir = dataDir ?? (await mkdtemp(join(tmpdir(), 'burrow-service-')))
   if (!dataDir) dirs.push(dir)
   const config = loadConfig({
-    BURROW_DATA_DIR: dir, LOG_LEVEL: 'silent', BURROW_SESSION_STORE: store, BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'on',
-    OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1`, BURROW_PROVIDER_RETRY_BASE_MS: '5', BURROW_PROVIDER_RETRY_MAX_MS: '20',
-    BURROW_DEFAULT_MODEL: 'offline:echo', ...env,
+    BURROW_DATA_DIR: dir,
+    LOG_LEVEL: 'silent',
+    BURROW_SESSION_STORE: store,
+    BURROW_MEMORY_STORE: 'off',
+    BURROW_COMPACTION: 'on',
+    OPENAI_API_KEY: 'sk-test',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    BURROW_PROVIDER_RETRY_BASE_MS: '5',
+    BURROW_PROVIDER_RETRY_MAX_MS: '20',
+    BURROW_DEFAULT_MODEL: 'offline:echo',
+    ...env,
   })
   const built = await buildService(config, { logger: createLogger('silent'), telemetry: NO_TELEMETRY, version: 'test' })
   let closing: Promise<void> | null = null
   const close = () => (closing ??= built.close())
   const durable = store === 'lmdb'
   return {
-    service: built.service, persistent: durable, fake, close,
-    async idle() { await built.indexer?.idle(); await built.projector?.idle() },
-    restart: durable ? async () => { await close(); return compose(store, env, dir) } : undefined,
+    service: built.service,
+    persistent: durable,
+    fake,
+    close,
+    async idle() {
+      await built.indexer?.idle()
+      await built.projector?.idle()
+    },
+    restart: durable
+      ? async () => {
+          await close()
+          return compose(store, env, dir)
+        }
+      : undefined,
     crashMidTurn: durable ? (id) => crashMidTurn(dir, id) : undefined,
   }
 }
@@ -48,7 +67,11 @@ async function crashMidTurn(dir: string, id: string): Promise<void> {
   try {
     const record = (await repo.sessions.get(id))!
     const e: EventEnvelope<'turn_started'> = {
-      seq: record.last_seq + 1, session_id: id, turn: record.turn_count + 1, type: 'turn_started', at: new Date().toISOString(),
+      seq: record.last_seq + 1,
+      session_id: id,
+      turn: record.turn_count + 1,
+      type: 'turn_started',
+      at: new Date().toISOString(),
       data: { input: [{ type: 'text', text: 'cut off' }], continuation: false },
     }
     await repo.commit([e], applyEvent(record, e))

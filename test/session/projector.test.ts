@@ -16,7 +16,10 @@ async function setup(t: Test, opts: Partial<ProjectorOptions>) {
   const repo = new MemorySessionRepository()
   const counter = { reads: 0 }
   const readAfter = repo.events.readAfter
-  repo.events.readAfter = (...args) => { counter.reads++; return readAfter(...args) }
+  repo.events.readAfter = (...args) => {
+    counter.reads++
+    return readAfter(...args)
+  }
   const projector = new Projector(repo, dir, createLogger('silent'), { debounceMs: 0, minIntervalMs: 0, ...opts })
   const commit = async (log: SessionLog, c: { events: any[]; record: any }) => {
     await repo.commit(c.events, c.record)

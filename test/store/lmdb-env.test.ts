@@ -17,7 +17,8 @@ async function writeSessions(dir: string): Promise<SessionLog[]> {
   const logs: SessionLog[] = []
   for (let i = 0; i < 80; i++) {
     const log = new SessionLog(sessionId(1000 + i), config('tenant-a', { metadata: { [`key_${i}`]: `v${i}`, [`n_${i}`]: String(i) } }))
-    for (const c of [log.create(), log.turn(`question ${i}`), ...(i % 3 === 0 ? [log.pausedTurn(`tool ${i}`)] : [])]) await repo.commit(c.events, c.record)
+    for (const c of [log.create(), log.turn(`question ${i}`), ...(i % 3 === 0 ? [log.pausedTurn(`tool ${i}`)] : [])])
+      await repo.commit(c.events, c.record)
     logs.push(log)
   }
   await repo.close()
@@ -36,7 +37,9 @@ async function readBack(t: Test, dir: string, logs: SessionLog[]): Promise<void>
       if (!isDeepStrictEqual(events, log.events)) t.same(events, log.events, `events of ${log.id}`)
     }
     t.equal(same, logs.length, 'every snapshot reads back equal after reopening')
-  } finally { await repo.close() }
+  } finally {
+    await repo.close()
+  }
 }
 
 t.test('80 sessions with 80 metadata shapes read back equal after reopening', async (t) => {

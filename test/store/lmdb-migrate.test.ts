@@ -47,8 +47,17 @@ t.test('opening upgrades schema 2: every session, event and idempotency record r
   t.same(await repo.idempotency.get(expected.idempotency.key), expected.idempotency.record, 'idempotency records are carried over')
   t.same(await repo.sessions.runningTurns(), [expected.ids.running], 'the turn a crash left running is still known as running')
   const alpha = await repo.sessions.list('alpha', { limit: 100 })
-  t.same(alpha.items.map((i) => i.session_id).sort(), sessions.filter((s) => s.record.config.tenant === 'alpha').map((s) => s.id).sort())
-  t.same((await repo.sessions.list('beta', { status: 'archived' })).items.map((i) => i.session_id), [expected.ids.archived])
+  t.same(
+    alpha.items.map((i) => i.session_id).sort(),
+    sessions
+      .filter((s) => s.record.config.tenant === 'alpha')
+      .map((s) => s.id)
+      .sort(),
+  )
+  t.same(
+    (await repo.sessions.list('beta', { status: 'archived' })).items.map((i) => i.session_id),
+    [expected.ids.archived],
+  )
   t.same((await repo.projection.pending()).sort(), sessions.map((s) => s.id).sort(), 'every session is projected again')
   // The upgraded store takes new commits like any other.
   await repo.close()
@@ -76,7 +85,10 @@ t.test('the service on an upgraded directory: start-up closes the crashed turn, 
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta' }, { dataDir: dir, token: 'ka' })
   t.teardown(() => h.close())
-  t.ok(h.logs.some((l) => /upgraded the session store from schema 2/.test(l.msg) && l.sessions === Object.keys(expected.sessions).length), 'the upgrade is logged')
+  t.ok(
+    h.logs.some((l) => /upgraded the session store from schema 2/.test(l.msg) && l.sessions === Object.keys(expected.sessions).length),
+    'the upgrade is logged',
+  )
   const running = (await h.api.get(`/v1/sessions/${expected.ids.running}`)).body
   t.equal(running.messages.at(-1).role, 'user', 'the cut-off turn keeps its input')
   const events = await h.api.get(`/v1/sessions/${expected.ids.running}/event-log?after=${expected.sessions.running!.record.last_seq}`)
@@ -95,5 +107,8 @@ t.test('the service on an upgraded directory: start-up closes the crashed turn, 
   const other = await h.api.get(`/v1/sessions/${expected.ids.notes}`)
   t.equal(other.status, 404, "another tenant's session stays invisible")
   const notes = await h.api.get(`/v1/sessions/${expected.ids.notes}/notes`, { token: 'kb' })
-  t.same(notes.body.notes.map((n: any) => [n.key, n.value]), [['deadline', 'Friday']])
+  t.same(
+    notes.body.notes.map((n: any) => [n.key, n.value]),
+    [['deadline', 'Friday']],
+  )
 })

@@ -34,7 +34,11 @@ async function writeStore(dir: string, durability: 'fsync' | 'relaxed', sessions
 
 async function rw(file: string, fn: (fh: import('node:fs/promises').FileHandle) => Promise<unknown>): Promise<void> {
   const fh = await open(file, 'r+')
-  try { await fn(fh) } finally { await fh.close() }
+  try {
+    await fn(fh)
+  } finally {
+    await fh.close()
+  }
 }
 
 async function txnid(file: string, at: number): Promise<bigint> {
@@ -122,7 +126,10 @@ t.test('damage that would crash LMDB is refused', async (t) => {
     t.equal((await damaged(t, (f) => rw(f, (fh) => fh.write(Buffer.alloc(2 * ps), 0, 2 * ps, 0)))).state, 'damaged')
   })
   t.test('random bytes', async (t) => {
-    t.equal((await damaged(t, async (f) => rw(f, async (fh) => fh.write(randomBytes((await stat(f)).size), 0, undefined, 0)))).state, 'damaged')
+    t.equal(
+      (await damaged(t, async (f) => rw(f, async (fh) => fh.write(randomBytes((await stat(f)).size), 0, undefined, 0)))).state,
+      'damaged',
+    )
   })
   t.test('meta page 1 overwritten with random bytes and a txnid above meta page 0 (LMDB would pick it)', async (t) => {
     const c = await damaged(t, async (f) => {
@@ -160,7 +167,9 @@ t.test('a zeroed meta page 1 is one LMDB ignores: accepted with a note, and the 
     let found = 0
     for (const log of logs) if (await repo.sessions.get(log.id)) found++
     t.ok(found >= logs.length - 1, 'at most the last transaction is lost')
-  } finally { await repo.close() }
+  } finally {
+    await repo.close()
+  }
 })
 
 // The CLI left this file (see test/fixtures/lmdb-free-tail/README.md): it ends a page before the
@@ -190,6 +199,8 @@ t.test('a file that ends before its last page, whose missing pages are free, is 
     }
     t.ok(values > 0, `LMDB reads every value of every database (${values})`)
     await db.entries.put(['tenant', 1_000_000], { id: 'new', content: 'after', len: 1 } as never)
-  } finally { await db.root.close() }
+  } finally {
+    await db.root.close()
+  }
   t.equal((await checkLmdbFile(file)).state, 'ok', 'and the file it wrote next passes too')
 })

@@ -15,7 +15,10 @@ for (const durability of ['fsync', 'relaxed'] as const) {
     return {
       repo,
       reopen: async () => (repo = await open()),
-      cleanup: async () => { await repo.close().catch(() => undefined); await rm(dir, { recursive: true, force: true }) },
+      cleanup: async () => {
+        await repo.close().catch(() => undefined)
+        await rm(dir, { recursive: true, force: true })
+      },
     }
   }
   t.test(`session store contract (LMDB, ${durability})`, async (t) => sessionStoreContract(t, factory))
@@ -25,7 +28,10 @@ for (const durability of ['fsync', 'relaxed'] as const) {
 t.test('a batch is all or nothing: a write that throws stores none of the commits queued with it', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-lmdb-'))
   const repo = await LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: 3_600_000 })
-  t.teardown(async () => { await repo.close(); await rm(dir, { recursive: true, force: true }) })
+  t.teardown(async () => {
+    await repo.close()
+    await rm(dir, { recursive: true, force: true })
+  })
   const a = new SessionLog(sessionId(1))
   const b = new SessionLog(sessionId(2))
   for (const c of [a.create(), b.create(), a.turn('kept')]) await repo.commit(c.events, c.record)
@@ -34,15 +40,26 @@ t.test('a batch is all or nothing: a write that throws stores none of the commit
   const okA = a.turn('lost with the batch')
   const badB = b.add(0, { type: 'memory_indexed', data: { entries: 1n } })
   const results = await Promise.allSettled([repo.commit(okA.events, okA.record), repo.commit(badB.events, badB.record)])
-  t.same(results.map((r) => r.status), ['rejected', 'rejected'], 'every commit of the batch fails')
+  t.same(
+    results.map((r) => r.status),
+    ['rejected', 'rejected'],
+    'every commit of the batch fails',
+  )
   t.same(await repo.sessions.get(a.id), before, "a's snapshot is as before the batch")
   t.equal(await repo.events.lastSeq(a.id), 4)
-  t.same((await repo.events.readAfter(a.id, 0)).map((e) => e.seq), [1, 2, 3, 4], "none of a's queued events is stored")
+  t.same(
+    (await repo.events.readAfter(a.id, 0)).map((e) => e.seq),
+    [1, 2, 3, 4],
+    "none of a's queued events is stored",
+  )
   t.equal(await repo.events.lastSeq(b.id), 1)
   // The store goes on: a commit that follows the stored log lands.
   const retry = new SessionLog(a.id)
   for (const e of await repo.events.readAfter(a.id, 0)) retry.add(e.turn, { type: e.type, data: e.data })
   const next = retry.turn('after the abort')
-  await repo.commit(next.events.map((e) => ({ ...e, session_id: a.id })), next.record)
+  await repo.commit(
+    next.events.map((e) => ({ ...e, session_id: a.id })),
+    next.record,
+  )
   t.equal(await repo.events.lastSeq(a.id), 7)
 })

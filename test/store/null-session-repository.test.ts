@@ -5,7 +5,12 @@ import { NullSessionRepository } from '../../src/store/null-session-repository.j
 import { SessionLog, sessionId } from '../contract/fixtures.js'
 
 const code = async (f: () => unknown) => {
-  try { await f(); return undefined } catch (err) { return (err as BurrowError).code }
+  try {
+    await f()
+    return undefined
+  } catch (err) {
+    return (err as BurrowError).code
+  }
 }
 
 t.test('commits are accepted with nothing to wait for; lookups find nothing', async (t) => {
@@ -31,7 +36,8 @@ t.test('what needs stored sessions refuses with SESSION_PERSISTENCE_DISABLED', a
     ['list', () => repo.sessions.list('tenant', {})],
     ['deleteSession', () => repo.deleteSession(sessionId(1), 'tenant')],
     ['projection', () => repo.projection.pending()],
-  ] as const) t.equal(await code(f), 'SESSION_PERSISTENCE_DISABLED', what)
+  ] as const)
+    t.equal(await code(f), 'SESSION_PERSISTENCE_DISABLED', what)
   const err = await code(() => repo.requirePersistence())
   t.equal(err, 'SESSION_PERSISTENCE_DISABLED')
   t.equal(new BurrowError('SESSION_PERSISTENCE_DISABLED').message, "Session persistence is disabled (build without 'session-store').")

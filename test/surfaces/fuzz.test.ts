@@ -33,7 +33,8 @@ function faults(req: FuzzRequest, res: RawResponse): string[] {
     if (protocol && type.startsWith('application/json')) return refusalFaults(path, res)
     return [`an error outside the contract: ${res.status} ${type} ${res.body.slice(0, 200)}`]
   }
-  if (path === '/rpc' && req.method === 'POST') return type.startsWith('application/json') ? rpcResponseFaults(parse(res.body)) : [`/rpc answered ${type}`]
+  if (path === '/rpc' && req.method === 'POST')
+    return type.startsWith('application/json') ? rpcResponseFaults(parse(res.body)) : [`/rpc answered ${type}`]
   if (path === '/mcp' && req.method === 'POST') return mcpStreamFaults(type, res.body)
   if (type.startsWith('text/event-stream')) return []
   const bad = checkResponse(req.method, path, res.status, type, type.includes('json') ? parse(res.body) : res.body)
@@ -56,9 +57,16 @@ function mcpStreamFaults(type: string, text: string): string[] {
   if (!type.startsWith('text/event-stream')) return [`/mcp answered ${type}`]
   const out: string[] = []
   for (const block of text.split('\n\n').filter((b) => b.trim() !== '')) {
-    const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n')
+    const data = block
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6))
+      .join('\n')
     const m = parse(data) as any
-    if (m?.jsonrpc !== '2.0') { out.push(`not a JSON-RPC message: ${data.slice(0, 200)}`); continue }
+    if (m?.jsonrpc !== '2.0') {
+      out.push(`not a JSON-RPC message: ${data.slice(0, 200)}`)
+      continue
+    }
     if (m.error !== undefined) out.push(...rpcErrorFaults(m.error))
     if (m.result?.isError) {
       const code = m.result.structuredContent?.code
@@ -78,8 +86,12 @@ function parse(text: string): unknown {
 
 t.test('fuzz: REST, /rpc and /mcp answer every request within the contract', async (t) => {
   const h = await startBurrow({
-    BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on', BURROW_DURABILITY: 'relaxed',
-    BURROW_API_KEYS: `${KEY}:fuzz`, BURROW_BODY_LIMIT_BYTES: String(LIMIT),
+    BURROW_SESSION_STORE: 'lmdb',
+    BURROW_MEMORY_STORE: 'hnsw',
+    BURROW_COMPACTION: 'on',
+    BURROW_DURABILITY: 'relaxed',
+    BURROW_API_KEYS: `${KEY}:fuzz`,
+    BURROW_BODY_LIMIT_BYTES: String(LIMIT),
   })
   t.teardown(() => h.close())
   const sessions = [await h.api.createSession({}, { token: KEY }), await h.api.createSession({}, { token: KEY })]
@@ -88,22 +100,33 @@ t.test('fuzz: REST, /rpc and /mcp answer every request within the contract', asy
 
   const run = async (name: string, arb: fc.Arbitrary<FuzzRequest>, numRuns: number) => {
     const stats = new Map<string, number>()
-    await fc.assert(fc.asyncProperty(arb, async (req) => {
-      const res = await rawRequest(h.url, render(req), {
-        stopAfterHeaders: (status, headers) => status === 200 && /^text\/event-stream/.test(headers['content-type'] ?? '') && !req.path.startsWith('/mcp'),
-      })
-      const b = parse(res.body) as any
-      const what = res.status >= 400 ? `${res.status} ${String(b?.code ?? b?.error?.data?.code ?? '')}`.trim() : String(res.status)
-      stats.set(what, (stats.get(what) ?? 0) + 1)
-      const wrong = faults(req, res)
-      if (wrong.length > 0) throw new Error(`${wrong.join('; ')}\nrequest: ${JSON.stringify(render(req).toString('latin1').slice(0, 600))}`)
-    }), { seed: SEED, numRuns, endOnFailure: false })
-    t.pass(`${name}: ${numRuns} requests, statuses ${JSON.stringify(Object.fromEntries([...stats].sort((a, b) => a[0].localeCompare(b[0]))))}`)
+    await fc.assert(
+      fc.asyncProperty(arb, async (req) => {
+        const res = await rawRequest(h.url, render(req), {
+          stopAfterHeaders: (status, headers) =>
+            status === 200 && /^text\/event-stream/.test(headers['content-type'] ?? '') && !req.path.startsWith('/mcp'),
+        })
+        const b = parse(res.body) as any
+        const what = res.status >= 400 ? `${res.status} ${String(b?.code ?? b?.error?.data?.code ?? '')}`.trim() : String(res.status)
+        stats.set(what, (stats.get(what) ?? 0) + 1)
+        const wrong = faults(req, res)
+        if (wrong.length > 0)
+          throw new Error(`${wrong.join('; ')}\nrequest: ${JSON.stringify(render(req).toString('latin1').slice(0, 600))}`)
+      }),
+      { seed: SEED, numRuns, endOnFailure: false },
+    )
+    t.pass(
+      `${name}: ${numRuns} requests, statuses ${JSON.stringify(Object.fromEntries([...stats].sort((a, b) => a[0].localeCompare(b[0]))))}`,
+    )
   }
   await run('REST', restRequest(world), RUNS.rest)
   await run('/rpc', protocolRequest(world, '/rpc'), RUNS.rpc)
   await run('/mcp', protocolRequest(world, '/mcp'), RUNS.mcp)
 
   t.equal((await h.api.get('/healthz')).status, 200, 'the server lives on')
-  t.same(h.logs.filter((l) => l.level >= 50).map((l) => `${l.msg}: ${l.err?.message ?? ''}`), [], 'nothing was an internal error')
+  t.same(
+    h.logs.filter((l) => l.level >= 50).map((l) => `${l.msg}: ${l.err?.message ?? ''}`),
+    [],
+    'nothing was an internal error',
+  )
 })

@@ -18,18 +18,37 @@ t.test('deeply nested JSON is INVALID_REQUEST naming the field, on every surface
   t.teardown(() => h.close())
   const send = async (path: string, body: string, headers: Record<string, string> = {}) => {
     const r = await request(`${h.url}${path}`, {
-      method: 'POST', body, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     })
     const text = await r.body.text()
     const type = String(r.headers['content-type'])
-    const json = type.startsWith('text/event-stream') ? JSON.parse(text.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) : JSON.parse(text)
+    const json = type.startsWith('text/event-stream')
+      ? JSON.parse(
+          text
+            .split('\n')
+            .find((l) => l.startsWith('data: '))!
+            .slice(6),
+        )
+      : JSON.parse(text)
     return { status: r.statusCode, json }
   }
 
   await t.test('REST', async (t) => {
     for (const [label, body, field, detail] of [
-      ['input_schema 65 levels deep (the service bound)', `{"tools":${tools(65)}}`, 'body/tools/0/input_schema', /nests deeper than 64 levels/],
-      ['input_schema 129 levels deep (the surface bound)', `{"tools":${tools(129)}}`, 'body/tools/0/input_schema', /nests deeper than 128 levels/],
+      [
+        'input_schema 65 levels deep (the service bound)',
+        `{"tools":${tools(65)}}`,
+        'body/tools/0/input_schema',
+        /nests deeper than 64 levels/,
+      ],
+      [
+        'input_schema 129 levels deep (the surface bound)',
+        `{"tools":${tools(129)}}`,
+        'body/tools/0/input_schema',
+        /nests deeper than 128 levels/,
+      ],
       ['input_schema 10 000 levels deep', `{"tools":${tools(10_000)}}`, 'body/tools/0/input_schema', /nests deeper than 128 levels/],
       ['input_schema a million levels deep', `{"tools":${tools(1_000_000)}}`, 'body/tools/0/input_schema', /nests deeper/],
       ['junk in a string map', `{"metadata":{"a":${deepArray(100_000)}}}`, 'body/metadata/a', /nests deeper/],
@@ -57,7 +76,11 @@ t.test('deeply nested JSON is INVALID_REQUEST naming the field, on every surface
     ] as const) {
       const r = await rpc(method, params)
       t.equal(r.status, 200, method)
-      t.match(r.json, { jsonrpc: '2.0', id: 7, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, data: { code: 'INVALID_REQUEST', field } } }, `${method}: ${field}`)
+      t.match(
+        r.json,
+        { jsonrpc: '2.0', id: 7, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, data: { code: 'INVALID_REQUEST', field } } },
+        `${method}: ${field}`,
+      )
     }
     const unknown = await rpc('no/such', deepObject(100_000))
     t.equal(unknown.json.error.data.code, 'ROUTE_NOT_FOUND', 'an unknown method does not look at its params')
@@ -66,7 +89,8 @@ t.test('deeply nested JSON is INVALID_REQUEST naming the field, on every surface
   })
 
   await t.test('MCP', async (t) => {
-    const mcp = (params: string) => send('/mcp', `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":${params}}`, { 'mcp-protocol-version': LATEST_PROTOCOL_VERSION })
+    const mcp = (params: string) =>
+      send('/mcp', `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":${params}}`, { 'mcp-protocol-version': LATEST_PROTOCOL_VERSION })
     for (const [args, field] of [
       [`{"tools":${tools(10_000)}}`, 'arguments/tools/0/input_schema'],
       [`{"tools":${tools(100)}}`, 'body/tools/0/input_schema'],
@@ -82,5 +106,9 @@ t.test('deeply nested JSON is INVALID_REQUEST naming the field, on every surface
   })
 
   t.equal((await h.api.get('/healthz')).status, 200, 'the process lives on')
-  t.same(h.logs.filter((l) => l.level >= 50).map((l) => l.err?.message ?? l.msg), [], 'no internal error')
+  t.same(
+    h.logs.filter((l) => l.level >= 50).map((l) => l.err?.message ?? l.msg),
+    [],
+    'no internal error',
+  )
 })

@@ -6,7 +6,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { startBurrow } from '../helpers/harness.js'
 
-interface Refusal { code: unknown; field: unknown; message: unknown }
+interface Refusal {
+  code: unknown
+  field: unknown
+  message: unknown
+}
 
 /** One bad request as each surface spells it. */
 interface Case {
@@ -18,15 +22,22 @@ interface Case {
 
 const LONG_KEY = 'k'.repeat(129)
 const create = (body: Record<string, unknown>): Pick<Case, 'rest' | 'rpc' | 'mcp'> => ({
-  rest: { method: 'POST', path: () => '/v1/sessions', body }, rpc: ['session/create', () => body], mcp: ['session_create', () => body],
+  rest: { method: 'POST', path: () => '/v1/sessions', body },
+  rpc: ['session/create', () => body],
+  mcp: ['session_create', () => body],
 })
 const turn = (body: Record<string, unknown>): Pick<Case, 'rest' | 'rpc' | 'mcp'> => ({
   rest: { method: 'POST', path: (id) => `/v1/sessions/${id}/turns`, body },
-  rpc: ['turn/start', (id) => ({ session_id: id, ...body })], mcp: ['turn_run', (id) => ({ session_id: id, ...body })],
+  rpc: ['turn/start', (id) => ({ session_id: id, ...body })],
+  mcp: ['turn_run', (id) => ({ session_id: id, ...body })],
 })
 const search = (q: Record<string, string | number>): Pick<Case, 'rest' | 'rpc' | 'mcp'> => ({
-  rest: { method: 'GET', path: () => `/v1/memory/search?${new URLSearchParams(Object.entries(q).map(([k, v]): [string, string] => [k, String(v)]))}` },
-  rpc: ['memory/search', () => q], mcp: ['memory_search', () => q],
+  rest: {
+    method: 'GET',
+    path: () => `/v1/memory/search?${new URLSearchParams(Object.entries(q).map(([k, v]): [string, string] => [k, String(v)]))}`,
+  },
+  rpc: ['memory/search', () => q],
+  mcp: ['memory_search', () => q],
 })
 
 const CASES: Case[] = [
@@ -54,14 +65,17 @@ t.test('the same bad request is refused alike on REST, JSON-RPC and MCP', async 
   const h = await startBurrow({})
   const mcp = new Client({ name: 'validation-test', version: '1' })
   await mcp.connect(new StreamableHTTPClientTransport(new URL(`${h.url}/mcp`)))
-  t.teardown(async () => { await mcp.close(); await h.close() })
+  t.teardown(async () => {
+    await mcp.close()
+    await h.close()
+  })
   const id = await h.api.createSession()
 
   for (const c of CASES) {
     const rest = await h.api.call(c.rest.method, c.rest.path(id), c.rest.body === undefined ? {} : { body: c.rest.body })
     t.equal(rest.status, 400, `${c.label}: REST 400`)
     const rpc = await h.api.post('/rpc', { jsonrpc: '2.0', id: 1, method: c.rpc[0], params: c.rpc[1](id) })
-    const tool = await mcp.callTool({ name: c.mcp[0], arguments: c.mcp[1](id) }) as { isError?: boolean; structuredContent?: any }
+    const tool = (await mcp.callTool({ name: c.mcp[0], arguments: c.mcp[1](id) })) as { isError?: boolean; structuredContent?: any }
     t.equal(tool.isError, true, `${c.label}: MCP tool error`)
 
     const answers: Array<[string, Refusal]> = [

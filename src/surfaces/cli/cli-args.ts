@@ -42,14 +42,30 @@ const OPTIONS = {
 /** Which options each command takes (the global ones are always allowed). */
 const COMMANDS: Record<string, { args: [min: number, max: number]; opts: string[]; usage: string }> = {
   serve: { args: [0, 0], opts: ['host', 'port'], usage: 'burrow serve [--host H] [--port P]' },
-  run: { args: [1, 1], opts: ['model', 'system', 'memory', 'session-config', 'max-tokens'], usage: 'burrow run [--model M] [--system TEXT] [--memory] [--session-config JSON] [--max-tokens N] "prompt"' },
+  run: {
+    args: [1, 1],
+    opts: ['model', 'system', 'memory', 'session-config', 'max-tokens'],
+    usage: 'burrow run [--model M] [--system TEXT] [--memory] [--session-config JSON] [--max-tokens N] "prompt"',
+  },
   resume: { args: [2, 2], opts: ['max-tokens'], usage: 'burrow resume <session-id> "prompt"' },
-  'sessions list': { args: [0, 0], opts: ['status', 'limit', 'cursor'], usage: 'burrow sessions list [--status active|archived] [--limit N] [--cursor C]' },
+  'sessions list': {
+    args: [0, 0],
+    opts: ['status', 'limit', 'cursor'],
+    usage: 'burrow sessions list [--status active|archived] [--limit N] [--cursor C]',
+  },
   'sessions show': { args: [1, 1], opts: [], usage: 'burrow sessions show <session-id>' },
   'sessions archive': { args: [1, 1], opts: [], usage: 'burrow sessions archive <session-id>' },
   'sessions delete': { args: [1, 1], opts: [], usage: 'burrow sessions delete <session-id>' },
-  'memory search': { args: [1, 1], opts: ['session', 'scope', 'limit', 'metadata'], usage: 'burrow memory search [--session ID] [--scope session|tenant] [--limit N] [--metadata JSON] "query"' },
-  'memory list': { args: [0, 0], opts: ['session', 'limit', 'cursor', 'metadata'], usage: 'burrow memory list [--session ID] [--limit N] [--cursor C] [--metadata JSON]' },
+  'memory search': {
+    args: [1, 1],
+    opts: ['session', 'scope', 'limit', 'metadata'],
+    usage: 'burrow memory search [--session ID] [--scope session|tenant] [--limit N] [--metadata JSON] "query"',
+  },
+  'memory list': {
+    args: [0, 0],
+    opts: ['session', 'limit', 'cursor', 'metadata'],
+    usage: 'burrow memory list [--session ID] [--limit N] [--cursor C] [--metadata JSON]',
+  },
   'memory get': { args: [1, 1], opts: [], usage: 'burrow memory get <entry-id>' },
   'memory delete': { args: [1, 1], opts: [], usage: 'burrow memory delete <entry-id>' },
   rpc: { args: [0, 0], opts: [], usage: 'burrow rpc            (JSON-RPC 2.0 on stdin/stdout, one message per line)' },
@@ -60,7 +76,9 @@ const GROUPS = new Set(['sessions', 'memory'])
 export const USAGE = `Usage: burrow <command> [options]
 
 Commands:
-${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}
+${Object.values(COMMANDS)
+  .map((c) => `  ${c.usage}`)
+  .join('\n')}
 
 A prompt of "-" is read from stdin.
 
@@ -130,7 +148,8 @@ export function jsonOption(opts: CliArgs['opts'], name: string): Record<string, 
   } catch (err) {
     throw usageError(`--${name} is not JSON: ${(err as Error).message}`, `--${name}`)
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw usageError(`--${name} must be a JSON object.`, `--${name}`)
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw usageError(`--${name} must be a JSON object.`, `--${name}`)
   return parsed as Record<string, unknown>
 }
 

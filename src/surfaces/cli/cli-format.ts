@@ -6,9 +6,10 @@ import type { MemoryItem, MemorySearchResult, Page, SessionSummary, SessionView,
 
 export function sessionTable(page: Page<SessionSummary>): string {
   if (page.items.length === 0) return 'No sessions.\n'
-  const rows = [['SESSION', 'STATUS', 'TURNS', 'UPDATED', 'MODEL'], ...page.items.map((s) => [
-    s.session_id, s.status, String(s.turn_count), s.updated_at, s.model,
-  ])]
+  const rows = [
+    ['SESSION', 'STATUS', 'TURNS', 'UPDATED', 'MODEL'],
+    ...page.items.map((s) => [s.session_id, s.status, String(s.turn_count), s.updated_at, s.model]),
+  ]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   const lines = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '))
   if (page.next_cursor) lines.push(`More: --cursor ${page.next_cursor}`)
@@ -22,11 +23,13 @@ export function sessionText(v: SessionView): string {
     `  created    ${v.created_at}   updated ${v.updated_at}`,
     `  turns      ${v.turn_count}   tokens in ${v.usage.input_tokens}, out ${v.usage.output_tokens}, compaction ${v.usage.compaction_tokens}`,
   ]
-  if (v.compaction) out.push(`  compaction ${v.compaction.compactions} so far, threshold ${v.compaction.config.auto_compact_threshold} tokens`)
+  if (v.compaction)
+    out.push(`  compaction ${v.compaction.compactions} so far, threshold ${v.compaction.config.auto_compact_threshold} tokens`)
   if (v.system_prompt) out.push(`  system     ${oneLine(v.system_prompt, 200)}`)
   for (const [k, val] of Object.entries(v.metadata)) out.push(`  meta       ${k}=${val}`)
   for (const n of v.notes) out.push(`  note       ${n.key}: ${oneLine(n.value, 200)}`)
-  if (v.pending_tool_calls.length > 0) out.push(`  waiting on client tools: ${v.pending_tool_calls.map((c) => `${c.name} (${c.id})`).join(', ')}`)
+  if (v.pending_tool_calls.length > 0)
+    out.push(`  waiting on client tools: ${v.pending_tool_calls.map((c) => `${c.name} (${c.id})`).join(', ')}`)
   out.push('')
   for (const m of v.messages) out.push(messageText(m), '')
   return `${out.join('\n')}\n`
@@ -39,10 +42,14 @@ function messageText(m: Message): string {
 
 function blockText(b: ContentBlock): string {
   switch (b.type) {
-    case 'text': return b.text
-    case 'image': return `[image ${b.source.type === 'url' ? b.source.url : b.source.media_type}]`
-    case 'tool_use': return `[tool call ${b.name} ${oneLine(JSON.stringify(b.input), 300)} (${b.id})]`
-    case 'tool_result': return `[tool result ${b.tool_use_id}${b.is_error ? ', error' : ''}] ${oneLine(textOf(b.content), 300)}`
+    case 'text':
+      return b.text
+    case 'image':
+      return `[image ${b.source.type === 'url' ? b.source.url : b.source.media_type}]`
+    case 'tool_use':
+      return `[tool call ${b.name} ${oneLine(JSON.stringify(b.input), 300)} (${b.id})]`
+    case 'tool_result':
+      return `[tool result ${b.tool_use_id}${b.is_error ? ', error' : ''}] ${oneLine(textOf(b.content), 300)}`
   }
 }
 
@@ -97,16 +104,18 @@ export function eventNotice(e: EventEnvelope): string | undefined {
       const d = e.data as EventEnvelope<'compaction_failed'>['data']
       return `[compaction failed${d.code ? ` (${d.code})` : ''}: ${oneLine(d.error, 300)}]`
     }
-    default: return undefined
+    default:
+      return undefined
   }
 }
 
 export function turnFooter(r: TurnResult): string {
   const u = r.usage
   const tokens = `${u.input_tokens} in, ${u.output_tokens} out${u.compaction_tokens ? `, ${u.compaction_tokens} compaction` : ''}`
-  const waiting = r.status === 'requires_action'
-    ? `\nThe turn paused for client tools: ${r.tool_calls.map((c) => `${c.name} (${c.id})`).join(', ')}. Answer them with tool_results over REST or JSON-RPC.`
-    : ''
+  const waiting =
+    r.status === 'requires_action'
+      ? `\nThe turn paused for client tools: ${r.tool_calls.map((c) => `${c.name} (${c.id})`).join(', ')}. Answer them with tool_results over REST or JSON-RPC.`
+      : ''
   return `session ${r.session_id} · turn ${r.turn} · ${tokens}${waiting}\n`
 }
 

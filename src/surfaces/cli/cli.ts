@@ -10,7 +10,11 @@ import { invoke, runRpcStdio } from '../rpc/index.js'
 import { intOption, jsonOption, parseCli, USAGE, type CliArgs } from './cli-args.js'
 import { eventNotice, memoryItemText, memoryTable, memoryText, sessionTable, sessionText, turnFooter } from './cli-format.js'
 
-export interface CliIo { stdin: Readable; stdout: Writable; stderr: Writable }
+export interface CliIo {
+  stdin: Readable
+  stdout: Writable
+  stderr: Writable
+}
 
 /** The operations the CLI works on, and how to let go of them. */
 export interface CliBackend {
@@ -20,7 +24,12 @@ export interface CliBackend {
 
 /** A failure before any operation runs (configuration, a locked data dir): printed as is, with its exit code. */
 export class CliFatal extends Error {
-  constructor(message: string, readonly exitCode: number) { super(message) }
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message)
+  }
 }
 
 /** What the CLI needs from the process around it (the app layer provides it; tests too). */
@@ -49,8 +58,14 @@ export async function runCli(argv: string[], host: CliHost): Promise<number> {
   let cli: CliArgs | undefined
   try {
     cli = parseCli(argv, host.env)
-    if (cli.command === 'help') { stdout.write(USAGE); return EXIT.OK }
-    if (cli.command === 'version') { stdout.write(`${host.version}\n`); return EXIT.OK }
+    if (cli.command === 'help') {
+      stdout.write(USAGE)
+      return EXIT.OK
+    }
+    if (cli.command === 'version') {
+      stdout.write(`${host.version}\n`)
+      return EXIT.OK
+    }
     if (cli.command === 'serve') {
       return await host.serve({ host: str(cli.opts.host), port: intOption(cli.opts, 'port'), dataDir: cli.dataDir })
     }
@@ -62,7 +77,10 @@ export async function runCli(argv: string[], host: CliHost): Promise<number> {
     }
     return EXIT.OK
   } catch (err) {
-    if (err instanceof CliFatal) { stderr.write(`burrow: ${err.message}\n`); return err.exitCode }
+    if (err instanceof CliFatal) {
+      stderr.write(`burrow: ${err.message}\n`)
+      return err.exitCode
+    }
     const e = err instanceof BurrowError ? err : new BurrowError('INTERNAL', `Internal error: ${(err as Error)?.message ?? String(err)}`)
     if (cli?.json) {
       stdout.write(`${JSON.stringify({ error: { ...e.data, code: e.code, message: e.message } })}\n`)
@@ -83,9 +101,17 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
   switch (cli.command) {
     case 'run': {
       const input = await prompt(a0!, host.io.stdin)
-      const created = await invoke(ops, 'session/create', dropUndefined({
-        ...jsonOption(cli.opts, 'session-config'), model: cli.opts.model, system_prompt: cli.opts.system, memory: cli.opts.memory,
-      }), ctx()) as { session_id: string }
+      const created = (await invoke(
+        ops,
+        'session/create',
+        dropUndefined({
+          ...jsonOption(cli.opts, 'session-config'),
+          model: cli.opts.model,
+          system_prompt: cli.opts.system,
+          memory: cli.opts.memory,
+        }),
+        ctx(),
+      )) as { session_id: string }
       await turn(cli, ops, host, 'turn/start', created.session_id, input)
       return
     }
@@ -94,12 +120,12 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
       return
     case 'sessions list': {
       const q = dropUndefined({ status: cli.opts.status, limit: intOption(cli.opts, 'limit'), cursor: cli.opts.cursor })
-      const page = await invoke(ops, 'session/list', q, ctx()) as Page<SessionSummary>
+      const page = (await invoke(ops, 'session/list', q, ctx())) as Page<SessionSummary>
       out(page, () => sessionTable(page))
       return
     }
     case 'sessions show': {
-      const view = await invoke(ops, 'session/read', { session_id: a0 }, ctx()) as SessionView
+      const view = (await invoke(ops, 'session/read', { session_id: a0 }, ctx())) as SessionView
       out(view, () => sessionText(view))
       return
     }
@@ -114,19 +140,30 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
       return
     }
     case 'memory search': {
-      const q = dropUndefined({ q: a0, session_id: cli.opts.session, scope: cli.opts.scope, limit: intOption(cli.opts, 'limit'), metadata: jsonOption(cli.opts, 'metadata') })
-      const r = await invoke(ops, 'memory/search', q, ctx()) as MemorySearchResult
+      const q = dropUndefined({
+        q: a0,
+        session_id: cli.opts.session,
+        scope: cli.opts.scope,
+        limit: intOption(cli.opts, 'limit'),
+        metadata: jsonOption(cli.opts, 'metadata'),
+      })
+      const r = (await invoke(ops, 'memory/search', q, ctx())) as MemorySearchResult
       out(r, () => memoryText(r))
       return
     }
     case 'memory list': {
-      const q = dropUndefined({ session_id: cli.opts.session, limit: intOption(cli.opts, 'limit'), cursor: cli.opts.cursor, metadata: jsonOption(cli.opts, 'metadata') })
-      const p = await invoke(ops, 'memory/list', q, ctx()) as Page<MemoryItem>
+      const q = dropUndefined({
+        session_id: cli.opts.session,
+        limit: intOption(cli.opts, 'limit'),
+        cursor: cli.opts.cursor,
+        metadata: jsonOption(cli.opts, 'metadata'),
+      })
+      const p = (await invoke(ops, 'memory/list', q, ctx())) as Page<MemoryItem>
       out(p, () => memoryTable(p))
       return
     }
     case 'memory get': {
-      const e = await invoke(ops, 'memory/get', { id: a0 }, ctx()) as MemoryItem
+      const e = (await invoke(ops, 'memory/get', { id: a0 }, ctx())) as MemoryItem
       out(e, () => memoryItemText(e))
       return
     }
@@ -151,7 +188,14 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
  * TurnResult instead. The call carries an idempotency key, so a client whose stream breaks
  * can fetch the result without running the turn twice.
  */
-async function turn(cli: CliArgs, ops: SessionOperations, host: CliHost, method: 'turn/start' | 'session/resume', id: string, input: string): Promise<void> {
+async function turn(
+  cli: CliArgs,
+  ops: SessionOperations,
+  host: CliHost,
+  method: 'turn/start' | 'session/resume',
+  id: string,
+  input: string,
+): Promise<void> {
   const { stdout, stderr } = host.io
   let streamed = false
   let atLineStart = true
@@ -167,7 +211,10 @@ async function turn(cli: CliArgs, ops: SessionOperations, host: CliHost, method:
     }
     const notice = eventNotice(e)
     if (notice) {
-      if (!atLineStart) { stdout.write('\n'); atLineStart = true }
+      if (!atLineStart) {
+        stdout.write('\n')
+        atLineStart = true
+      }
       stderr.write(`${notice}\n`)
     }
   }
@@ -178,12 +225,23 @@ async function turn(cli: CliArgs, ops: SessionOperations, host: CliHost, method:
   let result: TurnResult
   try {
     const params = dropUndefined({ session_id: id, input, max_tokens: intOption(cli.opts, 'max-tokens'), idempotency_key: randomUUID() })
-    result = await invoke(ops, method, params, { apiKey: cli.apiKey, requestId: `cli-${randomUUID()}`, idempotencyKey: params.idempotency_key as string, onEvent }) as TurnResult
+    result = (await invoke(ops, method, params, {
+      apiKey: cli.apiKey,
+      requestId: `cli-${randomUUID()}`,
+      idempotencyKey: params.idempotency_key as string,
+      onEvent,
+    })) as TurnResult
   } finally {
     stop()
   }
-  if (cli.json) { stdout.write(`${JSON.stringify(result, null, 2)}\n`); return }
-  if (!streamed && result.output_text) { stdout.write(result.output_text); atLineStart = result.output_text.endsWith('\n') }
+  if (cli.json) {
+    stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+    return
+  }
+  if (!streamed && result.output_text) {
+    stdout.write(result.output_text)
+    atLineStart = result.output_text.endsWith('\n')
+  }
   if (!atLineStart) stdout.write('\n')
   stderr.write(turnFooter(result))
 }
@@ -192,7 +250,7 @@ async function turn(cli: CliArgs, ops: SessionOperations, host: CliHost, method:
 async function prompt(arg: string, stdin: Readable): Promise<string> {
   if (arg !== '-') return arg
   const chunks: Buffer[] = []
-  for await (const c of stdin) chunks.push(typeof c === 'string' ? Buffer.from(c) : c as Buffer)
+  for await (const c of stdin) chunks.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer))
   const text = Buffer.concat(chunks).toString('utf8').replace(/\n$/, '')
   if (!text.trim()) throw new BurrowError('INVALID_REQUEST', 'The prompt read from stdin is empty.', { field: 'input' })
   return text

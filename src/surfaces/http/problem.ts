@@ -42,7 +42,10 @@ const FASTIFY_SYNTAX_ERRORS = new Set(['FST_ERR_CTP_INVALID_JSON_BODY', 'FST_ERR
  */
 export function jsonSyntaxError(err: unknown): BurrowError {
   const at = /position (\d+)/.exec(err instanceof Error ? err.message : '')?.[1]
-  const what = err instanceof Error && /end of JSON input/.test(err.message) ? 'ends early' : `is not valid JSON${at === undefined ? '' : ` (at byte ${at})`}`
+  const what =
+    err instanceof Error && /end of JSON input/.test(err.message)
+      ? 'ends early'
+      : `is not valid JSON${at === undefined ? '' : ` (at byte ${at})`}`
   const e = new BurrowError('INVALID_REQUEST', `The body ${what}.`, { field: 'body' })
   syntaxErrors.add(e)
   return e
@@ -64,7 +67,7 @@ export function fromFastifyError(err: unknown): BurrowError {
   const e = err as FastifyLikeError
   if (e && Array.isArray(e.validation) && e.validation.length > 0) {
     // fastify says `headers`; the surfaces' own checks name a header `header/<name>`.
-    const part = e.validationContext === 'headers' ? 'header' : e.validationContext ?? 'body'
+    const part = e.validationContext === 'headers' ? 'header' : (e.validationContext ?? 'body')
     return invalidField(part, e.validation[0]!)
   }
   switch (e?.code) {

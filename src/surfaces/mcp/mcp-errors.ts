@@ -19,12 +19,14 @@ export function tableError(err: unknown, onInternal?: (detail: unknown) => void)
   const e = (typeof err === 'object' && err !== null ? err : {}) as { code?: unknown; message?: unknown; data?: unknown }
   const code = typeof e.code === 'number' && Number.isSafeInteger(e.code) ? e.code : undefined
   const message = typeof e.message === 'string' ? e.message : ''
-  const data = typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data as Record<string, unknown> : undefined
+  const data = typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? (e.data as Record<string, unknown>) : undefined
   if (code !== undefined && isErrorCode(data?.code) && (code === ERROR_TABLE[data.code].rpc || data.code === 'INVALID_REQUEST')) {
     return { code, message, data: data as RpcError['data'] }
   }
-  if (code === JSON_RPC.PARSE_ERROR || code === JSON_RPC.INVALID_REQUEST) return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
-  if (code === JSON_RPC.INTERNAL_ERROR) { // what the SDK answers for an error without a code: its own checks of params, or a bug
+  if (code === JSON_RPC.PARSE_ERROR || code === JSON_RPC.INVALID_REQUEST)
+    return { code, message, data: { ...data, code: 'INVALID_REQUEST' } }
+  if (code === JSON_RPC.INTERNAL_ERROR) {
+    // what the SDK answers for an error without a code: its own checks of params, or a bug
     const invalid = sdkIssues(message)
     if (invalid) return rpcError(invalid)
   }
@@ -48,8 +50,13 @@ function sdkIssues(message: string): BurrowError | undefined {
   } catch {
     return undefined
   }
-  const first = Array.isArray(issues) ? issues[0] as { path?: unknown; message?: unknown } | undefined : undefined
+  const first = Array.isArray(issues) ? (issues[0] as { path?: unknown; message?: unknown } | undefined) : undefined
   if (!first || !Array.isArray(first.path) || typeof first.message !== 'string') return undefined
   const [root = 'params', ...rest] = first.path.map(String)
-  return invalidField(root, { instancePath: rest.map((k) => `/${k}`).join(''), keyword: 'sdk', params: {}, message: `is invalid: ${first.message}` })
+  return invalidField(root, {
+    instancePath: rest.map((k) => `/${k}`).join(''),
+    keyword: 'sdk',
+    params: {},
+    message: `is invalid: ${first.message}`,
+  })
 }

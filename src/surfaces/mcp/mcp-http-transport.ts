@@ -32,7 +32,11 @@
 import type { ServerResponse } from 'node:http'
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js'
 import {
-  isJSONRPCRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId,
+  isJSONRPCRequest,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type JSONRPCMessage,
+  type MessageExtraInfo,
+  type RequestId,
 } from '@modelcontextprotocol/sdk/types.js'
 import { BurrowError, ERROR_TABLE, type ErrorCode } from '../../core/errors.js'
 import { JSON_RPC } from '../../core/protocol-numbers.js'
@@ -41,7 +45,10 @@ import { tableError } from './mcp-errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
 
 /** What a tool call learns of the HTTP request that carried it. */
-export interface ExchangeContext { apiKey: string | undefined; requestId: string }
+export interface ExchangeContext {
+  apiKey: string | undefined
+  requestId: string
+}
 
 /** One POST: its response stream and how many of its requests are still unanswered. */
 interface Exchange {
@@ -52,14 +59,29 @@ interface Exchange {
 }
 
 /** A request that took the SDK's path, under its internal id: where and under which id to answer it. */
-interface Routed { ex: Exchange; clientId: RequestId }
+interface Routed {
+  ex: Exchange
+  clientId: RequestId
+}
 
 /** An HTTP-level refusal: a JSON-RPC error with id null, under its table row's HTTP status. */
-export interface Refusal { status: number; code: number; message: string; burrowCode: ErrorCode; field?: string }
+export interface Refusal {
+  status: number
+  code: number
+  message: string
+  burrowCode: ErrorCode
+  field?: string
+}
 
 /** A refusal of the table's row `code`; `rpc` is JSON-RPC's own number where one fits better (-32600). */
 function refusal(code: ErrorCode, message: string, opts: { rpc?: number; field?: string } = {}): Refusal {
-  return { status: ERROR_TABLE[code].http, code: opts.rpc ?? ERROR_TABLE[code].rpc, message, burrowCode: code, ...(opts.field ? { field: opts.field } : {}) }
+  return {
+    status: ERROR_TABLE[code].http,
+    code: opts.rpc ?? ERROR_TABLE[code].rpc,
+    message,
+    burrowCode: code,
+    ...(opts.field ? { field: opts.field } : {}),
+  }
 }
 
 const MAX_BATCH = 100
@@ -95,7 +117,7 @@ function isPlainToolCall(p: unknown): p is PlainToolCall {
 function isMessage(m: unknown): m is JSONRPCMessage {
   if (!isObject(m) || m.jsonrpc !== '2.0') return false
   if ('method' in m) return typeof m.method === 'string' && (!('id' in m) || isId(m.id)) && (m.params === undefined || isObject(m.params))
-  return isId(m.id) && (('result' in m && isObject(m.result)) !== ('error' in m && isObject(m.error)))
+  return isId(m.id) && ('result' in m && isObject(m.result)) !== ('error' in m && isObject(m.error))
 }
 
 const isRequest = (m: JSONRPCMessage): m is JSONRPCMessage & { id: RequestId; method: string } => 'method' in m && 'id' in m
@@ -138,21 +160,35 @@ export class HttpMuxTransport implements Transport {
    * Takes one POST: checks it, then hands its messages to the server. Returns a refusal to
    * answer as JSON instead, or null once the response is under way (the transport ends it).
    */
-  handle(body: unknown, accept: string | undefined, protocolVersion: string | undefined, res: ServerResponse,
-    ctx: ExchangeContext, headers: Record<string, string | number | string[]>): Refusal | null {
+  handle(
+    body: unknown,
+    accept: string | undefined,
+    protocolVersion: string | undefined,
+    res: ServerResponse,
+    ctx: ExchangeContext,
+    headers: Record<string, string | number | string[]>,
+  ): Refusal | null {
     if (this.closed) return refusal('SHUTTING_DOWN', ERROR_TABLE.SHUTTING_DOWN.message)
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
-      return refusal('INVALID_REQUEST', 'Not Acceptable: Client must accept both application/json and text/event-stream', { field: 'header/accept' })
+      return refusal('INVALID_REQUEST', 'Not Acceptable: Client must accept both application/json and text/event-stream', {
+        field: 'header/accept',
+      })
     }
     const messages: unknown[] = Array.isArray(body) ? body : [body]
     if (messages.length === 0 || messages.length > MAX_BATCH) {
-      return refusal('INVALID_REQUEST', `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages`, { rpc: JSON_RPC.INVALID_REQUEST, field: 'body' })
+      return refusal('INVALID_REQUEST', `Invalid Request: a batch holds 1 to ${MAX_BATCH} messages`, {
+        rpc: JSON_RPC.INVALID_REQUEST,
+        field: 'body',
+      })
     }
     let initialize = false
     let requests = 0
     for (const [i, m] of messages.entries()) {
       if (!isMessage(m)) {
-        return refusal('INVALID_REQUEST', 'Invalid Request: not a JSON-RPC 2.0 message', { rpc: JSON_RPC.INVALID_REQUEST, field: Array.isArray(body) ? `body/${i}` : 'body' })
+        return refusal('INVALID_REQUEST', 'Invalid Request: not a JSON-RPC 2.0 message', {
+          rpc: JSON_RPC.INVALID_REQUEST,
+          field: Array.isArray(body) ? `body/${i}` : 'body',
+        })
       }
       if (isRequest(m)) {
         requests++
@@ -160,12 +196,17 @@ export class HttpMuxTransport implements Transport {
       }
     }
     if (initialize && messages.length > 1) {
-      return refusal('INVALID_REQUEST', 'Invalid Request: Only one initialization request is allowed', { rpc: JSON_RPC.INVALID_REQUEST, field: 'body' })
+      return refusal('INVALID_REQUEST', 'Invalid Request: Only one initialization request is allowed', {
+        rpc: JSON_RPC.INVALID_REQUEST,
+        field: 'body',
+      })
     }
     if (!initialize && protocolVersion !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(protocolVersion)) {
-      return refusal('INVALID_REQUEST',
+      return refusal(
+        'INVALID_REQUEST',
         `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
-        { field: 'header/mcp-protocol-version' })
+        { field: 'header/mcp-protocol-version' },
+      )
     }
 
     if (requests === 0) res.writeHead(202, headers).end()
@@ -179,7 +220,11 @@ export class HttpMuxTransport implements Transport {
         this.direct(this.toolCall, ex, m.id, m.params)
       } else if (!isJSONRPCRequest(m as unknown)) {
         // The SDK drops a request its own envelope check refuses, leaving it unanswered.
-        const e = new BurrowError('INVALID_REQUEST', 'Invalid Request: params._meta must be an object, its progressToken a string or an integer.', { field: 'params/_meta' })
+        const e = new BurrowError(
+          'INVALID_REQUEST',
+          'Invalid Request: params._meta must be an object, its progressToken a string or an integer.',
+          { field: 'params/_meta' },
+        )
         this.answer(ex, responseJson(m.id, 'error', rpcError(e, JSON_RPC.INVALID_REQUEST)))
       } else {
         const id = ++this.next
@@ -193,14 +238,22 @@ export class HttpMuxTransport implements Transport {
   /** A tools/call through the server's handler, answered on its POST's stream (errors mapped onto the code table). */
   private direct(toolCall: McpToolCall, ex: Exchange, clientId: RequestId, params: PlainToolCall): void {
     const extra = {
-      signal: NEVER, requestId: ++this.next, _meta: params._meta, sessionId: undefined, exchange: ex.ctx,
-      sendNotification: async (n: { method: string; params?: unknown }) => { write(ex, JSON.stringify({ ...n, jsonrpc: '2.0' })) },
+      signal: NEVER,
+      requestId: ++this.next,
+      _meta: params._meta,
+      sessionId: undefined,
+      exchange: ex.ctx,
+      sendNotification: async (n: { method: string; params?: unknown }) => {
+        write(ex, JSON.stringify({ ...n, jsonrpc: '2.0' }))
+      },
       sendRequest: refuseRequest,
     } as unknown as Extra
-    toolCall(params, extra).then(
-      (result) => this.answer(ex, responseJson(clientId, 'result', result)),
-      (err: unknown) => this.answer(ex, responseJson(clientId, 'error', tableError(err, this.onInternalError))),
-    ).catch((err: unknown) => this.onerror?.(err as Error))
+    toolCall(params, extra)
+      .then(
+        (result) => this.answer(ex, responseJson(clientId, 'result', result)),
+        (err: unknown) => this.answer(ex, responseJson(clientId, 'error', tableError(err, this.onInternalError))),
+      )
+      .catch((err: unknown) => this.onerror?.(err as Error))
   }
 
   /** What the SDK's Protocol sends: responses to routed requests (under the client's id) and their notifications. */
@@ -213,7 +266,12 @@ export class HttpMuxTransport implements Transport {
     if (!isResponse) return write(r.ex, JSON.stringify(message))
     this.routed.delete(internal as number)
     const m = message as { result?: unknown; error?: unknown }
-    this.answer(r.ex, m.error !== undefined ? responseJson(r.clientId, 'error', tableError(m.error, this.onInternalError)) : responseJson(r.clientId, 'result', m.result))
+    this.answer(
+      r.ex,
+      m.error !== undefined
+        ? responseJson(r.clientId, 'error', tableError(m.error, this.onInternalError))
+        : responseJson(r.clientId, 'result', m.result),
+    )
   }
 
   /** One answer on a POST's stream; the last one ends it. */

@@ -33,16 +33,24 @@ import { createMcpServer, toolCallOf } from './mcp-server.js'
 
 export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): void {
   const transport = new HttpMuxTransport()
-  const server = createMcpServer(service, (extra) => transport.context(extra) ?? { apiKey: undefined, requestId: `mcp-${String(extra.requestId)}` }, {
-    logError: (err, requestId) => app.log.error({ err, reqId: requestId }, 'internal error in an MCP tool call'),
-    version: service.capabilities().version,
-    cancellation: false,
-  })
+  const server = createMcpServer(
+    service,
+    (extra) => transport.context(extra) ?? { apiKey: undefined, requestId: `mcp-${String(extra.requestId)}` },
+    {
+      logError: (err, requestId) => app.log.error({ err, reqId: requestId }, 'internal error in an MCP tool call'),
+      version: service.capabilities().version,
+      cancellation: false,
+    },
+  )
   transport.toolCall = toolCallOf(server)
   transport.onInternalError = (err) => app.log.error({ err }, 'internal error in an MCP request')
   let ready = false
-  const connected = server.connect(transport).then(() => { ready = true })
-  app.addHook('onClose', async () => { await server.close() })
+  const connected = server.connect(transport).then(() => {
+    ready = true
+  })
+  app.addHook('onClose', async () => {
+    await server.close()
+  })
   const bound = drainBound(app.initialConfig.bodyLimit ?? 1024 * 1024)
 
   // Before the body is read: an unauthenticated client gets nothing parsed, let alone run.
@@ -52,7 +60,10 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
       service.authenticate({ apiKey, requestId: req.id })
     } catch (err) {
       const e = toBurrowError(err)
-      if (e.code === 'INTERNAL') { done(err as Error); return }
+      if (e.code === 'INTERNAL') {
+        done(err as Error)
+        return
+      }
       req.log.info({ code: e.code, detail: e.message }, 'request refused')
       if (e.code === 'UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge(apiKey !== undefined))
       answer(reply, e.status, rpcError(e))
@@ -61,36 +72,57 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
     done()
   }
 
-  app.post('/mcp', {
-    schema: { hide: true },
-    onRequest: authenticate,
-    errorHandler: async (err, req, reply) => {
-      const e = fromFastifyError(err)
-      if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
-      else req.log.info({ code: e.code, detail: e.message }, 'request refused')
-      if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcError(e, JSON_RPC.PARSE_ERROR))
-      if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
-      return answer(reply, e.status, rpcError(e))
+  app.post(
+    '/mcp',
+    {
+      schema: { hide: true },
+      onRequest: authenticate,
+      errorHandler: async (err, req, reply) => {
+        const e = fromFastifyError(err)
+        if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
+        else req.log.info({ code: e.code, detail: e.message }, 'request refused')
+        if (isJsonSyntaxError(err)) return answer(reply, e.status, rpcError(e, JSON_RPC.PARSE_ERROR))
+        if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
+        return answer(reply, e.status, rpcError(e))
+      },
     },
-  }, async (req, reply) => {
-    if (req.body === undefined) {
-      return answer(reply, 400, rpcError(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), JSON_RPC.PARSE_ERROR))
-    }
-    if (!ready) await connected
-    const { apiKey } = callContext(req)
-    const version = req.headers['mcp-protocol-version']
-    // Headers set by hooks (x-request-id, CORS) go with the hijacked reply.
-    const headers = reply.getHeaders() as Record<string, string | number | string[]> // a copy, ours to extend
-    for (const name in headers) if (headers[name] === undefined) delete headers[name]
-    reply.hijack()
-    const refused = transport.handle(req.body, req.headers.accept, Array.isArray(version) ? version[0] : version, reply.raw,
-      { apiKey, requestId: req.id }, headers)
-    if (refused) reply.raw.writeHead(refused.status, { ...headers, 'content-type': 'application/json' }).end(JSON.stringify(envelope(refusalError(refused))))
-  })
+    async (req, reply) => {
+      if (req.body === undefined) {
+        return answer(
+          reply,
+          400,
+          rpcError(new BurrowError('INVALID_REQUEST', 'Parse error: the body is empty.', { field: 'body' }), JSON_RPC.PARSE_ERROR),
+        )
+      }
+      if (!ready) await connected
+      const { apiKey } = callContext(req)
+      const version = req.headers['mcp-protocol-version']
+      // Headers set by hooks (x-request-id, CORS) go with the hijacked reply.
+      const headers = reply.getHeaders() as Record<string, string | number | string[]> // a copy, ours to extend
+      for (const name in headers) if (headers[name] === undefined) delete headers[name]
+      reply.hijack()
+      const refused = transport.handle(
+        req.body,
+        req.headers.accept,
+        Array.isArray(version) ? version[0] : version,
+        reply.raw,
+        { apiKey, requestId: req.id },
+        headers,
+      )
+      if (refused)
+        reply.raw
+          .writeHead(refused.status, { ...headers, 'content-type': 'application/json' })
+          .end(JSON.stringify(envelope(refusalError(refused))))
+    },
+  )
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
-  const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => answer(reply.header('allow', 'POST'), 405,
-    rpcError(new BurrowError('ROUTE_NOT_FOUND', 'Method not allowed: this MCP endpoint is stateless; use POST.')))
+  const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
+    answer(
+      reply.header('allow', 'POST'),
+      405,
+      rpcError(new BurrowError('ROUTE_NOT_FOUND', 'Method not allowed: this MCP endpoint is stateless; use POST.')),
+    )
   app.get('/mcp', { schema: { hide: true }, onRequest: authenticate }, notAllowed)
   app.delete('/mcp', { schema: { hide: true }, onRequest: authenticate }, notAllowed)
 }

@@ -15,8 +15,14 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
-  CallToolRequestSchema, ListToolsRequestSchema, McpError,
-  type CallToolResult, type ServerNotification, type ServerRequest, type Tool as ListedTool, type ToolAnnotations,
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+  type ServerNotification,
+  type ServerRequest,
+  type Tool as ListedTool,
+  type ToolAnnotations,
 } from '@modelcontextprotocol/sdk/types.js'
 import type { Static, TSchema } from 'typebox'
 import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
@@ -24,8 +30,16 @@ import type { EventEnvelope } from '../../core/events.js'
 import { JSON_RPC } from '../../core/protocol-numbers.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import {
-  CreateSessionSchema, MemoryPageQuerySchema, MemoryRefSchema, MemorySearchQuerySchema, NoParamsSchema, SessionQuerySchema, SessionRefSchema,
-  SessionTurnSchema, type StartTurn, type TurnResult,
+  CreateSessionSchema,
+  MemoryPageQuerySchema,
+  MemoryRefSchema,
+  MemorySearchQuerySchema,
+  NoParamsSchema,
+  SessionQuerySchema,
+  SessionRefSchema,
+  SessionTurnSchema,
+  type StartTurn,
+  type TurnResult,
 } from '../../core/wire.js'
 import { argumentsCheck } from '../request-validation.js'
 
@@ -52,12 +66,16 @@ interface Tool<S extends TSchema = TSchema> {
 }
 const tool = <S extends TSchema>(t: Tool<S>): Tool<S> => t
 
-const INSTRUCTIONS = 'Burrow runs LLM agent sessions. Create a session (session_create), then run turns on it ' +
+const INSTRUCTIONS =
+  'Burrow runs LLM agent sessions. Create a session (session_create), then run turns on it ' +
   '(turn_run); the session keeps the history, compacts it when it grows long and can recall compacted history ' +
   '(memory_search). Errors come back as tool errors with a stable code, e.g. error[SESSION_NOT_FOUND].'
 
 /** A `tools/call` as the server answers it (also thrown: McpError for an unknown tool). */
-export type McpToolCall = (params: { name: string; arguments?: Record<string, unknown> | undefined }, extra: Extra) => Promise<CallToolResult>
+export type McpToolCall = (
+  params: { name: string; arguments?: Record<string, unknown> | undefined },
+  extra: Extra,
+) => Promise<CallToolResult>
 const toolCalls = new WeakMap<Server, McpToolCall>()
 
 /**
@@ -79,9 +97,14 @@ let validator: AjvJsonSchemaValidator | undefined
 
 /** Builds the MCP server; `ctxFor` is asked once per tool call. */
 export function createMcpServer(service: SessionOperations, ctxFor: McpCallContext, opts: McpServerOptions = {}): Server {
-  const mcp = new Server({ name: 'burrow', version: opts.version ?? '0.0.0' }, {
-    capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: validator ??= new AjvJsonSchemaValidator(),
-  })
+  const mcp = new Server(
+    { name: 'burrow', version: opts.version ?? '0.0.0' },
+    {
+      capabilities: { tools: {} },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()),
+    },
+  )
   const turn = (op: 'startTurn' | 'resume') => async (a: Static<typeof SessionTurnSchema>, ctx: CallContext, extra: Extra) => {
     const { session_id: id, ...req } = a
     const result = await runTurn(service, op, id, req, ctx, extra, opts.cancellation ?? true)
@@ -90,7 +113,8 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
 
   const tools: Record<string, Tool> = {
     session_create: tool({
-      description: 'Create an agent session (history, model, system prompt, client tools, budget). Returns session_id and the effective configuration.',
+      description:
+        'Create an agent session (history, model, system prompt, client tools, budget). Returns session_id and the effective configuration.',
       schema: CreateSessionSchema,
       run: async (a, ctx) => {
         const r = await service.createSession(a, ctx)
@@ -98,27 +122,39 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       },
     }),
     turn_run: tool({
-      description: 'Run one agent turn on a session: send `input` (a user message) and get the assistant answer (output_text). ' +
+      description:
+        'Run one agent turn on a session: send `input` (a user message) and get the assistant answer (output_text). ' +
         'When the turn calls client tools it ends with status "requires_action" and tool_calls; answer them with turn_run ' +
         '`tool_results` to continue. Sends progress notifications (streamed text, tool calls) when given a progressToken.',
-      schema: SessionTurnSchema, annotations: { openWorldHint: true }, run: turn('startTurn'),
+      schema: SessionTurnSchema,
+      annotations: { openWorldHint: true },
+      run: turn('startTurn'),
     }),
     session_resume: tool({
-      description: 'Continue a persisted session (also after a server restart): optionally with a new `input`; ' +
+      description:
+        'Continue a persisted session (also after a server restart): optionally with a new `input`; ' +
         'without one the agent answers the last user message. Needs session persistence.',
-      schema: SessionTurnSchema, annotations: { openWorldHint: true }, run: turn('resume'),
+      schema: SessionTurnSchema,
+      annotations: { openWorldHint: true },
+      run: turn('resume'),
     }),
     session_read: tool({
       description: 'Read a session: status, configuration, full message history, usage, compaction state. Needs session persistence.',
-      schema: SessionRefSchema, annotations: { readOnlyHint: true },
+      schema: SessionRefSchema,
+      annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const v = await service.read(a.session_id, ctx)
-        return { result: v, text: `Session ${v.session_id} (${v.status}, ${v.model}): ${v.turn_count} turns, ${v.messages.length} messages.` }
+        return {
+          result: v,
+          text: `Session ${v.session_id} (${v.status}, ${v.model}): ${v.turn_count} turns, ${v.messages.length} messages.`,
+        }
       },
     }),
     session_list: tool({
-      description: 'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page). Needs session persistence.',
-      schema: SessionQuerySchema, annotations: { readOnlyHint: true },
+      description:
+        'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page). Needs session persistence.',
+      schema: SessionQuerySchema,
+      annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const p = await service.list(a, ctx)
         const lines = p.items.map((s) => `${s.session_id} ${s.status} ${s.model} turns=${s.turn_count}`)
@@ -128,17 +164,20 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     session_archive: tool({
       description: 'Archive a session: it stays readable but accepts no more turns. Needs session persistence.',
-      schema: SessionRefSchema, annotations: { idempotentHint: true, destructiveHint: false },
+      schema: SessionRefSchema,
+      annotations: { idempotentHint: true, destructiveHint: false },
       run: async (a, ctx) => {
         await service.archive(a.session_id, ctx)
         return { result: { session_id: a.session_id, status: 'archived' }, text: `Archived session ${a.session_id}.` }
       },
     }),
     memory_search: tool({
-      description: 'Search semantic memory (history that compaction moved out of sessions, and added entries) across your ' +
+      description:
+        'Search semantic memory (history that compaction moved out of sessions, and added entries) across your ' +
         'sessions or within one, optionally only entries with given metadata. Returns hits with id, content, score (0..1), ' +
         'session_id, turn, seq and metadata. Needs the memory store.',
-      schema: MemorySearchQuerySchema, annotations: { readOnlyHint: true },
+      schema: MemorySearchQuerySchema,
+      annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const r = await service.searchMemory(a, ctx)
         const lines = r.results.map((h) => `[${h.score.toFixed(2)}] ${h.content.length > 200 ? `${h.content.slice(0, 200)}…` : h.content}`)
@@ -146,9 +185,11 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       },
     }),
     memory_list: tool({
-      description: 'List your memory entries in insertion order, a page at a time (pass next_cursor as cursor), optionally ' +
+      description:
+        'List your memory entries in insertion order, a page at a time (pass next_cursor as cursor), optionally ' +
         "one session's or those with given metadata. Needs the memory store.",
-      schema: MemoryPageQuerySchema, annotations: { readOnlyHint: true },
+      schema: MemoryPageQuerySchema,
+      annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const p = await service.listMemory(a, ctx)
         const lines = p.items.map((e) => `${e.id} ${e.content.length > 80 ? `${e.content.slice(0, 80)}…` : e.content}`)
@@ -158,7 +199,8 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     memory_get: tool({
       description: 'Read one memory entry by id (error[MEMORY_NOT_FOUND] when you have none with it). Needs the memory store.',
-      schema: MemoryRefSchema, annotations: { readOnlyHint: true },
+      schema: MemoryRefSchema,
+      annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
         const e = await service.getMemory(a.id, ctx)
         return { result: e, text: e.content }
@@ -166,7 +208,8 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     memory_delete: tool({
       description: 'Delete one memory entry by id: it is no longer found by search or listed. Needs the memory store.',
-      schema: MemoryRefSchema, annotations: { destructiveHint: true, idempotentHint: false },
+      schema: MemoryRefSchema,
+      annotations: { destructiveHint: true, idempotentHint: false },
       run: async (a, ctx) => {
         await service.deleteMemory(a.id, ctx)
         return { result: { id: a.id, deleted: true }, text: `Deleted memory entry ${a.id}.` }
@@ -174,7 +217,8 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     capabilities_get: tool({
       description: "The server's capabilities (session_store, memory_store, session_compaction), version, auth and LLM providers.",
-      schema: NoParamsSchema, annotations: { readOnlyHint: true },
+      schema: NoParamsSchema,
+      annotations: { readOnlyHint: true },
       run: async (_a, ctx) => {
         const c = await service.getCapabilities(ctx)
         return {
@@ -195,14 +239,21 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       if (e.code === 'INTERNAL') opts.logError?.(err, ctx.requestId)
       const message = e.code === 'INTERNAL' ? ERROR_TABLE.INTERNAL.message : e.message
       const data = e.code === 'INTERNAL' ? {} : e.data
-      return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${message}` }], structuredContent: { ...data, code: e.code, message } }
+      return {
+        isError: true,
+        content: [{ type: 'text', text: `error[${e.code}]: ${message}` }],
+        structuredContent: { ...data, code: e.code, message },
+      }
     }
   }
 
   // What tools/list serves: each tool's input schema as plain JSON Schema, made once.
   const listed: ListedTool[] = Object.entries(tools).map(([name, t]) => ({
-    name, description: t.description, inputSchema: JSON.parse(JSON.stringify(t.schema)) as ListedTool['inputSchema'],
-    annotations: t.annotations, execution: { taskSupport: 'forbidden' },
+    name,
+    description: t.description,
+    inputSchema: JSON.parse(JSON.stringify(t.schema)) as ListedTool['inputSchema'],
+    annotations: t.annotations,
+    execution: { taskSupport: 'forbidden' },
   }))
   const checks = new Map(Object.entries(tools).map(([name, t]) => [name, argumentsCheck(t.schema, 'arguments')]))
   const callTool: McpToolCall = async (params, extra) => {
@@ -213,7 +264,11 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
       checks.get(params.name)!(args)
     } catch (err) {
       const e = toBurrowError(err)
-      return { isError: true, content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }], structuredContent: { ...e.data, code: e.code, message: e.message } }
+      return {
+        isError: true,
+        content: [{ type: 'text', text: `error[${e.code}]: ${e.message}` }],
+        structuredContent: { ...e.data, code: e.code, message: e.message },
+      }
     }
     return track(mcp, call(t, args, extra))
   }
@@ -225,14 +280,24 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
 
 /** Runs a turn, reporting progress to the caller; a cancelled call interrupts its turn. */
 async function runTurn(
-  service: SessionOperations, op: 'startTurn' | 'resume', id: string, req: StartTurn,
-  ctx: CallContext, extra: Extra, cancellation: boolean,
+  service: SessionOperations,
+  op: 'startTurn' | 'resume',
+  id: string,
+  req: StartTurn,
+  ctx: CallContext,
+  extra: Extra,
+  cancellation: boolean,
 ): Promise<TurnResult> {
   const progress = progressReporter(extra)
   if (!progress && !cancellation) return service[op](id, req, ctx)
   let started = false
-  ctx.onEvent = (e) => { started = true; progress?.onEvent(e) }
-  const onAbort = () => { if (started) service.interrupt(id, { apiKey: ctx.apiKey, requestId: ctx.requestId }).catch(() => {}) }
+  ctx.onEvent = (e) => {
+    started = true
+    progress?.onEvent(e)
+  }
+  const onAbort = () => {
+    if (started) service.interrupt(id, { apiKey: ctx.apiKey, requestId: ctx.requestId }).catch(() => {})
+  }
   extra.signal.addEventListener('abort', onAbort, { once: true })
   try {
     return await service[op](id, req, ctx)
@@ -274,10 +339,16 @@ function progressReporter(extra: Extra): { onEvent(e: EventEnvelope): void; done
         timer ??= setImmediate(flush)
         return
       }
-      const message = e.type === 'tool_call' ? `tool_call ${String(data(e).name)}`
-        : e.type === 'tool_result' ? `tool_result ${String(data(e).name)}`
-          : e.type === 'compaction_started' ? 'compacting history'
-            : e.type === 'compaction_completed' ? 'history compacted' : undefined
+      const message =
+        e.type === 'tool_call'
+          ? `tool_call ${String(data(e).name)}`
+          : e.type === 'tool_result'
+            ? `tool_result ${String(data(e).name)}`
+            : e.type === 'compaction_started'
+              ? 'compacting history'
+              : e.type === 'compaction_completed'
+                ? 'history compacted'
+                : undefined
       if (message === undefined) return
       flush()
       send(message)
@@ -293,7 +364,8 @@ function turnText(r: TurnResult): string {
   if (r.status !== 'requires_action') return r.output_text.length > 0 ? r.output_text : `(turn ${r.turn} ended without text)`
   const calls = r.tool_calls.map((c) => `${c.name} (id ${c.id}): ${JSON.stringify(c.input)}`)
   return [r.output_text, `Turn ${r.turn} is waiting for client tool results (send them with turn_run tool_results):`, ...calls]
-    .filter((l) => l.length > 0).join('\n')
+    .filter((l) => l.length > 0)
+    .join('\n')
 }
 
 // Tool calls in flight per server, so a transport can let them finish before it closes.
@@ -301,7 +373,7 @@ const inFlight = new WeakMap<Server, Set<Promise<unknown>>>()
 
 function track<T>(mcp: Server, p: Promise<T>): Promise<T> {
   let set = inFlight.get(mcp)
-  if (!set) inFlight.set(mcp, set = new Set())
+  if (!set) inFlight.set(mcp, (set = new Set()))
   set.add(p)
   const s = set
   void p.finally(() => s.delete(p)).catch(() => {})

@@ -18,15 +18,22 @@ export interface StdioStreams {
  * still running then are allowed to finish and answer first, so requests piped in
  * (`… | burrow mcp`) all get their responses.
  */
-export async function runMcpStdio(service: SessionOperations, opts: { apiKey?: string | undefined; version?: string }, io?: StdioStreams): Promise<void> {
+export async function runMcpStdio(
+  service: SessionOperations,
+  opts: { apiKey?: string | undefined; version?: string },
+  io?: StdioStreams,
+): Promise<void> {
   const stdin = io?.stdin ?? process.stdin
   const stdout = io?.stdout ?? process.stdout
   const server = createMcpServer(service, () => ({ apiKey: opts.apiKey, requestId: `mcp-${randomUUID()}` }), {
-    logError: (err, requestId) => process.stderr.write(`burrow mcp: internal error (${requestId}): ${String((err as Error)?.stack ?? err)}\n`),
+    logError: (err, requestId) =>
+      process.stderr.write(`burrow mcp: internal error (${requestId}): ${String((err as Error)?.stack ?? err)}\n`),
     ...(opts.version ? { version: opts.version } : {}),
   })
   const transport = new StdioServerTransport(stdin, stdout)
-  const closed = new Promise<void>((resolve) => { server.onclose = () => resolve() })
+  const closed = new Promise<void>((resolve) => {
+    server.onclose = () => resolve()
+  })
   const ended = new Promise<void>((resolve) => {
     stdin.once('end', resolve)
     stdin.once('close', resolve)

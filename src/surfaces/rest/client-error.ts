@@ -7,7 +7,11 @@ import { problemOf } from '../http/problem.js'
 /** How long a refused connection may stay half-open for the client to read the answer. */
 const LINGER_MS = 2_000
 
-interface ParserError extends Error { code?: string; reason?: string; rawPacket?: unknown }
+interface ParserError extends Error {
+  code?: string
+  reason?: string
+  rawPacket?: unknown
+}
 
 /** Node's HTTP parser errors (`HPE_*`, timeouts) as rows of the table: 431 and 408 are not in it. */
 export function fromClientError(err: ParserError): BurrowError {
@@ -45,13 +49,18 @@ export function clientErrorHandler(nextRequestId: () => string) {
     this.log.info({ request_id: id, code: e.code, parser_error: err.code }, 'malformed request refused')
     // A response already under way on this connection cannot be followed by another.
     const current = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
-    if (!socket.writable || current?.headersSent) { socket.destroy(); return }
+    if (!socket.writable || current?.headersSent) {
+      socket.destroy()
+      return
+    }
     const body = JSON.stringify(problemOf(e, id))
     const status = e.status
     // The answer to a HEAD request has no body, even when the rest of the request is malformed.
     const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/problem+json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${head ? '' : body}`)
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/problem+json; charset=utf-8\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${head ? '' : body}`,
+    )
     // Half-closed, so the client reads the answer; one that does not close its side is cut off.
     const timer = setTimeout(() => socket.destroy(), LINGER_MS)
     timer.unref()
@@ -70,6 +79,13 @@ export function expectationHandler(log: FastifyInstance['log'], nextRequestId: (
     const e = new BurrowError('INVALID_REQUEST', 'The server meets no expectation but 100-continue.', { field: 'header/expect' })
     log.info({ request_id: id, code: e.code, detail: e.message }, 'request refused')
     const body = JSON.stringify(problemOf(e, id))
-    res.writeHead(e.status, { 'content-type': 'application/problem+json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': id, connection: 'close' }).end(body)
+    res
+      .writeHead(e.status, {
+        'content-type': 'application/problem+json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        'x-request-id': id,
+        connection: 'close',
+      })
+      .end(body)
   }
 }

@@ -16,41 +16,63 @@ const DROP_GRACE_MS = 5_000
 export function eventRoutes(app: FastifyInstance, service: SessionService, metrics: RestMetrics): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
 
-  r.get('/v1/sessions/:id/events', {
-    sse: 'only',
-    schema: {
-      operationId: 'sessionEvents', tags: ['events'], summary: "Replay and tail a session's events (SSE)",
-      params: SessionParams, headers: SseHeaders, querystring: SseQuery,
-      response: { 200: SseResponse, ...errors('SESSION_NOT_FOUND', 'SHUTTING_DOWN') },
+  r.get(
+    '/v1/sessions/:id/events',
+    {
+      sse: 'only',
+      schema: {
+        operationId: 'sessionEvents',
+        tags: ['events'],
+        summary: "Replay and tail a session's events (SSE)",
+        params: SessionParams,
+        headers: SseHeaders,
+        querystring: SseQuery,
+        response: { 200: SseResponse, ...errors('SESSION_NOT_FOUND', 'SHUTTING_DOWN') },
+      },
+      onSend: notAcceptable,
     },
-    onSend: notAcceptable,
-  }, async (req, reply) => {
-    const after = resumePoint(req.query.after, req.headers['last-event-id'])
-    const sub = await service.subscribe(req.params.id, { after }, callContext(req, { queryToken: true }))
-    await pump(reply, sub, metrics)
-  })
+    async (req, reply) => {
+      const after = resumePoint(req.query.after, req.headers['last-event-id'])
+      const sub = await service.subscribe(req.params.id, { after }, callContext(req, { queryToken: true }))
+      await pump(reply, sub, metrics)
+    },
+  )
 
-  r.get('/v1/sessions/:id/event-log', {
-    schema: {
-      operationId: 'listEvents', tags: ['events'], summary: "A page of a session's stored events (JSON; the SSE route tails them)",
-      params: SessionParams, querystring: EventPageQuerySchema,
-      response: { 200: json(EventPageSchema, 'Events with seq > after, in order.'), ...errors('SESSION_NOT_FOUND') },
+  r.get(
+    '/v1/sessions/:id/event-log',
+    {
+      schema: {
+        operationId: 'listEvents',
+        tags: ['events'],
+        summary: "A page of a session's stored events (JSON; the SSE route tails them)",
+        params: SessionParams,
+        querystring: EventPageQuerySchema,
+        response: { 200: json(EventPageSchema, 'Events with seq > after, in order.'), ...errors('SESSION_NOT_FOUND') },
+      },
     },
-  }, async (req) => service.listEvents(req.params.id, { after: req.query.after ?? 0, limit: req.query.limit ?? 100 }, callContext(req)))
+    async (req) => service.listEvents(req.params.id, { after: req.query.after ?? 0, limit: req.query.limit ?? 100 }, callContext(req)),
+  )
 
-  r.get('/v1/events', {
-    sse: 'only',
-    schema: {
-      operationId: 'tenantEvents', tags: ['events'], summary: "Every session's events for the caller's tenant, live (SSE)",
-      headers: SseHeaders, querystring: SseQuery,
-      response: { 200: SseResponse, ...errors('SHUTTING_DOWN') },
+  r.get(
+    '/v1/events',
+    {
+      sse: 'only',
+      schema: {
+        operationId: 'tenantEvents',
+        tags: ['events'],
+        summary: "Every session's events for the caller's tenant, live (SSE)",
+        headers: SseHeaders,
+        querystring: SseQuery,
+        response: { 200: SseResponse, ...errors('SHUTTING_DOWN') },
+      },
+      onSend: notAcceptable,
     },
-    onSend: notAcceptable,
-  }, async (req, reply) => {
-    const after = resumePoint(req.query.after, req.headers['last-event-id'])
-    const sub = await service.subscribe(null, { after }, callContext(req, { queryToken: true }))
-    await pump(reply, sub, metrics)
-  })
+    async (req, reply) => {
+      const after = resumePoint(req.query.after, req.headers['last-event-id'])
+      const sub = await service.subscribe(null, { after }, callContext(req, { queryToken: true }))
+      await pump(reply, sub, metrics)
+    },
+  )
 }
 
 /**
@@ -59,7 +81,9 @@ export function eventRoutes(app: FastifyInstance, service: SessionService, metri
  */
 async function notAcceptable(req: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
   if (reply.statusCode !== 406) return payload
-  const e = new BurrowError('INVALID_REQUEST', 'This route streams Server-Sent Events: Accept must allow text/event-stream.', { field: 'header/accept' })
+  const e = new BurrowError('INVALID_REQUEST', 'This route streams Server-Sent Events: Accept must allow text/event-stream.', {
+    field: 'header/accept',
+  })
   reply.code(e.status).type('application/problem+json')
   return JSON.stringify(problemOf(e, req.id))
 }
@@ -86,9 +110,14 @@ async function pump(reply: FastifyReply, sub: EventSubscription, metrics: RestMe
   const sse = reply.sse!
   const raw = reply.raw
   metrics.sseOpened()
-  sse.onClose(() => { sub.close(); metrics.sseClosed() })
+  sse.onClose(() => {
+    sub.close()
+    metrics.sseClosed()
+  })
   // Ended by the service: the final frame is queued; a reader that does not take it in time is cut off.
-  sub.onEnd(() => { setTimeout(() => raw.destroy(), DROP_GRACE_MS).unref() })
+  sub.onEnd(() => {
+    setTimeout(() => raw.destroy(), DROP_GRACE_MS).unref()
+  })
   sse.sendHeaders()
   // Tell EventSource to reconnect after 1 s (browsers default to ~3 s); it resends Last-Event-ID.
   raw.write(': connected\nretry: 1000\n\n')

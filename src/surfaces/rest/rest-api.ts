@@ -17,7 +17,10 @@ import type { RestMetrics } from './rest-metrics.js'
 
 export type { RestMetrics } from './rest-metrics.js'
 
-export interface RestApiOptions { service: SessionService; metrics: RestMetrics }
+export interface RestApiOptions {
+  service: SessionService
+  metrics: RestMetrics
+}
 
 /**
  * The REST + SSE surface (docs/api.md): a thin adapter that parses, calls the one
@@ -40,7 +43,10 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string
-    if (text.length === 0 || (text.length < 64 && text.trim() === '')) { done(null, undefined); return }
+    if (text.length === 0 || (text.length < 64 && text.trim() === '')) {
+      done(null, undefined)
+      return
+    }
     let value: unknown
     try {
       value = JSON.parse(text)
@@ -48,9 +54,16 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
       done(jsonSyntaxError(err), undefined)
       return
     }
-    if (!POISON_HINT.test(text)) { done(null, value); return }
+    if (!POISON_HINT.test(text)) {
+      done(null, value)
+      return
+    }
     parseJson(req, text, (err) => {
-      if (err) done(new BurrowError('INVALID_REQUEST', 'The body must not have __proto__ or constructor.prototype keys.', { field: 'body' }), undefined)
+      if (err)
+        done(
+          new BurrowError('INVALID_REQUEST', 'The body must not have __proto__ or constructor.prototype keys.', { field: 'body' }),
+          undefined,
+        )
       else done(null, value)
     })
   })
@@ -60,9 +73,13 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     const e = fromFastifyError(err)
     if (e.code === 'INTERNAL') req.log.error({ err }, 'internal error')
     else req.log.info({ code: e.code, detail: e.message }, 'request refused')
-    if (reply.raw.headersSent) { reply.raw.end(); return }
+    if (reply.raw.headersSent) {
+      reply.raw.end()
+      return
+    }
     if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
-    if (e.code === 'UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge(callContext(req, { queryToken: true }).apiKey !== undefined))
+    if (e.code === 'UNAUTHORIZED')
+      reply.header('www-authenticate', bearerChallenge(callContext(req, { queryToken: true }).apiKey !== undefined))
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 

@@ -7,7 +7,9 @@ export const ProblemRef = Type.Unsafe<Record<string, unknown>>({ $ref: 'Problem#
 export const SessionParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Session id (UUIDv7).' }) })
 
 export const PostHeaders = Type.Object({
-  'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Retries with the same key and body return the first result.' })),
+  'idempotency-key': Type.Optional(
+    Type.String({ minLength: 1, maxLength: 255, description: 'Retries with the same key and body return the first result.' }),
+  ),
 })
 
 export const SseHeaders = Type.Object({
@@ -33,7 +35,10 @@ export function problems(codes: ErrorCode[]): Record<number, TSchema> {
     byStatus.set(s, [...(byStatus.get(s) ?? []), c])
   }
   for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) {
-    out[status] = Type.Unsafe({ description: `Problem: ${cs.join(', ')}`, content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } } })
+    out[status] = Type.Unsafe({
+      description: `Problem: ${cs.join(', ')}`,
+      content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } },
+    })
   }
   return out
 }
@@ -43,6 +48,7 @@ export function json(schema: TSchema, description: string): TSchema {
 }
 
 export const SseResponse = Type.Unsafe({
-  description: 'Server-Sent Events: `id:` is the seq, `event:` the type, `data:` the envelope JSON. Text deltas and control frames (stream_truncated, stream_closed) carry no id.',
+  description:
+    'Server-Sent Events: `id:` is the seq, `event:` the type, `data:` the envelope JSON. Text deltas and control frames (stream_truncated, stream_closed) carry no id.',
   content: { 'text/event-stream': { schema: StreamFrameSchema } },
 })

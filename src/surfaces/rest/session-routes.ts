@@ -4,8 +4,17 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { SessionService } from '../../core/session-service.js'
 import {
-  ArchiveResultSchema, CompactionResultSchema, CreateSessionSchema, InterruptResultSchema, SessionCreatedSchema,
-  SessionPageSchema, SessionQuerySchema, SessionViewSchema, StartTurnSchema, StreamFrameSchema, TurnResultSchema,
+  ArchiveResultSchema,
+  CompactionResultSchema,
+  CreateSessionSchema,
+  InterruptResultSchema,
+  SessionCreatedSchema,
+  SessionPageSchema,
+  SessionQuerySchema,
+  SessionViewSchema,
+  StartTurnSchema,
+  StreamFrameSchema,
+  TurnResultSchema,
 } from '../../core/wire.js'
 import { callContext } from '../http/call-context.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
@@ -20,25 +29,56 @@ const TurnResponses = (extra: Parameters<typeof errors>) => ({
   ...errors(...extra),
 })
 
-const TURN_ERRORS = ['SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE',
-  'BUDGET_EXCEEDED', 'PROVIDER_NOT_CONFIGURED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'INTERRUPTED', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'] as const
+const TURN_ERRORS = [
+  'SESSION_NOT_FOUND',
+  'SESSION_BUSY',
+  'SESSION_ARCHIVED',
+  'IDEMPOTENCY_CONFLICT',
+  'PAYLOAD_TOO_LARGE',
+  'BUDGET_EXCEEDED',
+  'PROVIDER_NOT_CONFIGURED',
+  'PROVIDER_ERROR',
+  'PROVIDER_TIMEOUT',
+  'INTERRUPTED',
+  'SHUTTING_DOWN',
+  'STORE_UNAVAILABLE',
+] as const
 
 export function sessionRoutes(app: FastifyInstance, service: SessionService, metrics: RestMetrics): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
 
-  r.post('/v1/sessions', {
-    schema: {
-      operationId: 'createSession', tags: ['sessions'], summary: 'Create a session',
-      headers: PostHeaders, body: CreateSessionSchema,
-      response: { 201: json(SessionCreatedSchema, 'The session and its effective configuration.'),
-        ...errors('IDEMPOTENCY_CONFLICT', 'PAYLOAD_TOO_LARGE', 'PROVIDER_NOT_CONFIGURED', 'SESSION_COMPACTION_DISABLED', 'MEMORY_STORE_DISABLED', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE') },
+  r.post(
+    '/v1/sessions',
+    {
+      schema: {
+        operationId: 'createSession',
+        tags: ['sessions'],
+        summary: 'Create a session',
+        headers: PostHeaders,
+        body: CreateSessionSchema,
+        response: {
+          201: json(SessionCreatedSchema, 'The session and its effective configuration.'),
+          ...errors(
+            'IDEMPOTENCY_CONFLICT',
+            'PAYLOAD_TOO_LARGE',
+            'PROVIDER_NOT_CONFIGURED',
+            'SESSION_COMPACTION_DISABLED',
+            'MEMORY_STORE_DISABLED',
+            'SHUTTING_DOWN',
+            'STORE_UNAVAILABLE',
+          ),
+        },
+      },
+      // An empty POST creates a session with every default.
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) req.body = {}
+      },
     },
-    // An empty POST creates a session with every default.
-    preValidation: async (req) => { if (req.body === undefined || req.body === null) req.body = {} },
-  }, async (req, reply) => {
-    const created = await service.createSession(req.body, callContext(req))
-    return reply.code(201).header('location', `/v1/sessions/${created.session_id}`).send(created)
-  })
+    async (req, reply) => {
+      const created = await service.createSession(req.body, callContext(req))
+      return reply.code(201).header('location', `/v1/sessions/${created.session_id}`).send(created)
+    },
+  )
 
   const turnHandler = (op: 'startTurn' | 'resume') => async (req: any, reply: any) => {
     const ctx = callContext(req)
@@ -58,68 +98,150 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
     }
   }
 
-  r.post('/v1/sessions/:id/turns', {
-    sse: 'dual',
-    schema: {
-      operationId: 'startTurn', tags: ['turns'], summary: 'Run a turn (input) or continue a paused one (tool_results)',
-      params: SessionParams, headers: PostHeaders, body: StartTurnSchema, response: TurnResponses([...TURN_ERRORS]),
+  r.post(
+    '/v1/sessions/:id/turns',
+    {
+      sse: 'dual',
+      schema: {
+        operationId: 'startTurn',
+        tags: ['turns'],
+        summary: 'Run a turn (input) or continue a paused one (tool_results)',
+        params: SessionParams,
+        headers: PostHeaders,
+        body: StartTurnSchema,
+        response: TurnResponses([...TURN_ERRORS]),
+      },
     },
-  }, turnHandler('startTurn'))
+    turnHandler('startTurn'),
+  )
 
-  r.post('/v1/sessions/:id/resume', {
-    sse: 'dual',
-    schema: {
-      operationId: 'resumeSession', tags: ['turns'], summary: 'Continue a persisted session (also after a restart)',
-      params: SessionParams, headers: PostHeaders, body: StartTurnSchema, response: TurnResponses([...TURN_ERRORS, 'SESSION_PERSISTENCE_DISABLED']),
+  r.post(
+    '/v1/sessions/:id/resume',
+    {
+      sse: 'dual',
+      schema: {
+        operationId: 'resumeSession',
+        tags: ['turns'],
+        summary: 'Continue a persisted session (also after a restart)',
+        params: SessionParams,
+        headers: PostHeaders,
+        body: StartTurnSchema,
+        response: TurnResponses([...TURN_ERRORS, 'SESSION_PERSISTENCE_DISABLED']),
+      },
     },
-  }, turnHandler('resume'))
+    turnHandler('resume'),
+  )
 
-  r.get('/v1/sessions/:id', {
-    schema: {
-      operationId: 'readSession', tags: ['sessions'], summary: 'Read a session', params: SessionParams,
-      response: { 200: json(SessionViewSchema, 'The session.'), ...errors('SESSION_NOT_FOUND', 'SESSION_PERSISTENCE_DISABLED') },
+  r.get(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        operationId: 'readSession',
+        tags: ['sessions'],
+        summary: 'Read a session',
+        params: SessionParams,
+        response: { 200: json(SessionViewSchema, 'The session.'), ...errors('SESSION_NOT_FOUND', 'SESSION_PERSISTENCE_DISABLED') },
+      },
     },
-  }, async (req) => service.read(req.params.id, callContext(req)))
+    async (req) => service.read(req.params.id, callContext(req)),
+  )
 
-  r.get('/v1/sessions', {
-    schema: {
-      operationId: 'listSessions', tags: ['sessions'], summary: 'List sessions, newest first', querystring: SessionQuerySchema,
-      response: { 200: json(SessionPageSchema, 'A page of sessions.'), ...errors('SESSION_PERSISTENCE_DISABLED') },
+  r.get(
+    '/v1/sessions',
+    {
+      schema: {
+        operationId: 'listSessions',
+        tags: ['sessions'],
+        summary: 'List sessions, newest first',
+        querystring: SessionQuerySchema,
+        response: { 200: json(SessionPageSchema, 'A page of sessions.'), ...errors('SESSION_PERSISTENCE_DISABLED') },
+      },
     },
-  }, async (req) => service.list(req.query, callContext(req)))
+    async (req) => service.list(req.query, callContext(req)),
+  )
 
-  r.post('/v1/sessions/:id/archive', {
-    schema: {
-      operationId: 'archiveSession', tags: ['sessions'], summary: 'Archive a session (read-only afterwards)', params: SessionParams, headers: PostHeaders,
-      response: { 200: json(ArchiveResultSchema, 'Archived.'), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE') },
+  r.post(
+    '/v1/sessions/:id/archive',
+    {
+      schema: {
+        operationId: 'archiveSession',
+        tags: ['sessions'],
+        summary: 'Archive a session (read-only afterwards)',
+        params: SessionParams,
+        headers: PostHeaders,
+        response: {
+          200: json(ArchiveResultSchema, 'Archived.'),
+          ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE'),
+        },
+      },
     },
-  }, async (req) => {
-    await service.archive(req.params.id, callContext(req))
-    return { session_id: req.params.id, status: 'archived' as const }
-  })
+    async (req) => {
+      await service.archive(req.params.id, callContext(req))
+      return { session_id: req.params.id, status: 'archived' as const }
+    },
+  )
 
-  r.delete('/v1/sessions/:id', {
-    schema: {
-      operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete a session, its events, files and memories', params: SessionParams,
-      response: { 204: Type.Null({ description: 'Deleted (no body).' }), ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE') },
+  r.delete(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        operationId: 'deleteSession',
+        tags: ['sessions'],
+        summary: 'Delete a session, its events, files and memories',
+        params: SessionParams,
+        response: {
+          204: Type.Null({ description: 'Deleted (no body).' }),
+          ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_PERSISTENCE_DISABLED', 'STORE_UNAVAILABLE'),
+        },
+      },
     },
-  }, async (req, reply) => {
-    await service.delete(req.params.id, callContext(req))
-    return reply.code(204).send(null)
-  })
+    async (req, reply) => {
+      await service.delete(req.params.id, callContext(req))
+      return reply.code(204).send(null)
+    },
+  )
 
-  r.post('/v1/sessions/:id/compact', {
-    schema: {
-      operationId: 'compactSession', tags: ['sessions'], summary: 'Compact the session history now', params: SessionParams, headers: PostHeaders,
-      response: { 200: json(CompactionResultSchema, 'The outcome.'),
-        ...errors('SESSION_NOT_FOUND', 'SESSION_BUSY', 'SESSION_ARCHIVED', 'SESSION_COMPACTION_DISABLED', 'PROVIDER_ERROR', 'PROVIDER_TIMEOUT', 'STORE_UNAVAILABLE') },
+  r.post(
+    '/v1/sessions/:id/compact',
+    {
+      schema: {
+        operationId: 'compactSession',
+        tags: ['sessions'],
+        summary: 'Compact the session history now',
+        params: SessionParams,
+        headers: PostHeaders,
+        response: {
+          200: json(CompactionResultSchema, 'The outcome.'),
+          ...errors(
+            'SESSION_NOT_FOUND',
+            'SESSION_BUSY',
+            'SESSION_ARCHIVED',
+            'SESSION_COMPACTION_DISABLED',
+            'PROVIDER_ERROR',
+            'PROVIDER_TIMEOUT',
+            'STORE_UNAVAILABLE',
+          ),
+        },
+      },
     },
-  }, async (req) => service.compact(req.params.id, callContext(req)))
+    async (req) => service.compact(req.params.id, callContext(req)),
+  )
 
-  r.post('/v1/sessions/:id/interrupt', {
-    schema: {
-      operationId: 'interruptTurn', tags: ['turns'], summary: 'Cancel the running (or paused) turn', params: SessionParams, headers: PostHeaders,
-      response: { 200: json(InterruptResultSchema, 'Whether a turn was interrupted.'), ...errors('SESSION_NOT_FOUND', 'STORE_UNAVAILABLE') },
+  r.post(
+    '/v1/sessions/:id/interrupt',
+    {
+      schema: {
+        operationId: 'interruptTurn',
+        tags: ['turns'],
+        summary: 'Cancel the running (or paused) turn',
+        params: SessionParams,
+        headers: PostHeaders,
+        response: {
+          200: json(InterruptResultSchema, 'Whether a turn was interrupted.'),
+          ...errors('SESSION_NOT_FOUND', 'STORE_UNAVAILABLE'),
+        },
+      },
     },
-  }, async (req) => service.interrupt(req.params.id, callContext(req)))
+    async (req) => service.interrupt(req.params.id, callContext(req)),
+  )
 }

@@ -11,16 +11,20 @@ const formatted = new WeakMap<object, string>()
 export function frameText(f: StreamFrame): string {
   if (f.kind === 'event') return eventText(f.event)
   let s = formatted.get(f.control)
-  if (s === undefined) { s = `event: ${f.control.type}\ndata: ${JSON.stringify(f.control)}\n\n`; formatted.set(f.control, s) }
+  if (s === undefined) {
+    s = `event: ${f.control.type}\ndata: ${JSON.stringify(f.control)}\n\n`
+    formatted.set(f.control, s)
+  }
   return s
 }
 
 export function eventText(e: EventEnvelope): string {
   let s = formatted.get(e)
   if (s === undefined) {
-    s = e.type === 'text_delta'
-      ? `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
-      : `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
+    s =
+      e.type === 'text_delta'
+        ? `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
+        : `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`
     formatted.set(e, s)
   }
   return s

@@ -44,14 +44,19 @@ export async function dispatchText(ops: SessionOperations, text: string, call: R
 
 async function one(ops: SessionOperations, req: unknown, call: RpcCall): Promise<RpcResponse | undefined> {
   const r = req as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown } | null
-  const idOk = r !== null && typeof r === 'object' && (r.id === undefined || r.id === null || typeof r.id === 'string' || typeof r.id === 'number')
+  const idOk =
+    r !== null && typeof r === 'object' && (r.id === undefined || r.id === null || typeof r.id === 'string' || typeof r.id === 'number')
   const id = idOk && r && (typeof r.id === 'string' || typeof r.id === 'number') ? r.id : null
   if (!r || typeof r !== 'object' || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || !idOk) {
-    return protocolError(id, JSON_RPC.INVALID_REQUEST, 'Not a JSON-RPC 2.0 request (needs jsonrpc "2.0", a string method and an optional id).')
+    return protocolError(
+      id,
+      JSON_RPC.INVALID_REQUEST,
+      'Not a JSON-RPC 2.0 request (needs jsonrpc "2.0", a string method and an optional id).',
+    )
   }
   const isNotification = r.id === undefined
   const respond = (body: { result: unknown } | { error: RpcError }): RpcResponse | undefined =>
-    (isNotification ? undefined : { jsonrpc: '2.0', id, ...body })
+    isNotification ? undefined : { jsonrpc: '2.0', id, ...body }
   const params = r.params === undefined ? {} : r.params
   const p = params as { idempotency_key?: string }
   const ctx: CallContext = {

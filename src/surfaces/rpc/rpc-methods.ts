@@ -1,8 +1,17 @@
 import { Type, type TSchema } from 'typebox'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import {
-  CreateSessionSchema, MemoryAddSchema, MemoryPageQuerySchema, MemoryRefSchema, MemorySearchQuerySchema, NoParamsSchema, NoteKeySchema,
-  SessionIdSchema, SessionQuerySchema, SessionRefSchema, SessionTurnSchema,
+  CreateSessionSchema,
+  MemoryAddSchema,
+  MemoryPageQuerySchema,
+  MemoryRefSchema,
+  MemorySearchQuerySchema,
+  NoParamsSchema,
+  NoteKeySchema,
+  SessionIdSchema,
+  SessionQuerySchema,
+  SessionRefSchema,
+  SessionTurnSchema,
 } from '../../core/wire.js'
 
 const Strict = { additionalProperties: false } as const
@@ -42,11 +51,17 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
   'session/list': { params: SessionQuerySchema, run: (ops, p, ctx) => ops.list(p, ctx) },
   'session/archive': {
     params: SessionKeyed,
-    run: async (ops, p, ctx) => { await ops.archive(p.session_id, ctx); return { session_id: p.session_id, status: 'archived' } },
+    run: async (ops, p, ctx) => {
+      await ops.archive(p.session_id, ctx)
+      return { session_id: p.session_id, status: 'archived' }
+    },
   },
   'session/delete': {
     params: SessionOnly,
-    run: async (ops, p, ctx) => { await ops.delete(p.session_id, ctx); return { session_id: p.session_id, deleted: true } },
+    run: async (ops, p, ctx) => {
+      await ops.delete(p.session_id, ctx)
+      return { session_id: p.session_id, deleted: true }
+    },
   },
   'session/compact': { params: SessionKeyed, run: (ops, p, ctx) => ops.compact(p.session_id, ctx) },
   'turn/interrupt': { params: SessionOnly, run: (ops, p, ctx) => ops.interrupt(p.session_id, ctx) },
@@ -59,7 +74,10 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
   'memory/get': { params: MemoryIdOnly, run: (ops, p, ctx) => ops.getMemory(p.id, ctx) },
   'memory/delete': {
     params: MemoryIdOnly,
-    run: async (ops, p, ctx) => { await ops.deleteMemory(p.id, ctx); return { id: p.id, deleted: true } },
+    run: async (ops, p, ctx) => {
+      await ops.deleteMemory(p.id, ctx)
+      return { id: p.id, deleted: true }
+    },
   },
   'notes/list': { params: SessionOnly, run: async (ops, p, ctx) => ({ notes: await ops.listNotes(p.session_id, ctx) }) },
   'notes/put': {
@@ -72,11 +90,14 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
   },
   'capabilities/get': { params: NoParamsSchema, run: (ops, _p, ctx) => ops.getCapabilities(ctx) },
   'events/list_since': {
-    params: Type.Object({
-      session_id: SessionId,
-      after: Type.Optional(Type.Integer({ minimum: 0 })),
-      limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    }, Strict),
+    params: Type.Object(
+      {
+        session_id: SessionId,
+        after: Type.Optional(Type.Integer({ minimum: 0 })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+      },
+      Strict,
+    ),
     run: (ops, p, ctx) => ops.listEvents(p.session_id, { after: p.after ?? 0, limit: p.limit ?? 100 }, ctx),
   },
 }

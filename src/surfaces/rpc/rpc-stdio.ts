@@ -9,9 +9,15 @@ import { dispatchText } from './rpc-dispatcher.js'
  * are handled concurrently (responses carry their ids). Resolves when input ends and every
  * request has been answered.
  */
-export async function runRpcStdio(ops: SessionOperations, opts: { apiKey?: string | undefined }, io: { input: Readable; output: Writable }): Promise<void> {
+export async function runRpcStdio(
+  ops: SessionOperations,
+  opts: { apiKey?: string | undefined },
+  io: { input: Readable; output: Writable },
+): Promise<void> {
   let n = 0
-  const write = (msg: unknown) => { io.output.write(`${JSON.stringify(msg)}\n`) }
+  const write = (msg: unknown) => {
+    io.output.write(`${JSON.stringify(msg)}\n`)
+  }
   const pending = new Set<Promise<void>>()
   const lines = createInterface({ input: io.input, crlfDelay: Infinity })
   for await (const line of lines) {
@@ -19,7 +25,9 @@ export async function runRpcStdio(ops: SessionOperations, opts: { apiKey?: strin
     const p = dispatchText(ops, line, {
       ctx: { apiKey: opts.apiKey, requestId: `stdio-${process.pid}-${++n}` },
       notify: (method, params) => write({ jsonrpc: '2.0', method, params }),
-    }).then((out) => { if (out !== undefined) write(out) })
+    }).then((out) => {
+      if (out !== undefined) write(out)
+    })
     pending.add(p)
     void p.finally(() => pending.delete(p))
   }

@@ -1,13 +1,6 @@
 // Anthropic Messages wire format for the fake LLM server.
 import type { IncomingHttpHeaders } from 'node:http'
-import {
-  FakeRequestError,
-  fragments,
-  chunks,
-  isObject,
-  type Rendered,
-  type ResolvedStep,
-} from './common.js'
+import { FakeRequestError, fragments, chunks, isObject, type Rendered, type ResolvedStep } from './common.js'
 
 const BLOCK_TYPES = ['text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking']
 
@@ -32,10 +25,7 @@ export function anthropicErrorBody(status: number, message: string) {
 }
 
 /** Returns [status, message] if the request headers would be refused. */
-export function anthropicHeaderError(
-  headers: IncomingHttpHeaders,
-  key: string | undefined,
-): [number, string] | undefined {
+export function anthropicHeaderError(headers: IncomingHttpHeaders, key: string | undefined): [number, string] | undefined {
   if (key !== undefined) {
     const got = headers['x-api-key']
     if (!got) return [401, 'x-api-key header is required']
@@ -137,7 +127,9 @@ function validateMessages(messages: unknown[]): void {
       const next = messages[i + 1]
       const answered = new Set(
         isObject(next) && next.role === 'user'
-          ? blocksOf(next).filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id)
+          ? blocksOf(next)
+              .filter((b) => b?.type === 'tool_result')
+              .map((b) => b.tool_use_id)
           : [],
       )
       const missing = ids.filter((id) => !answered.has(id))
@@ -179,7 +171,9 @@ function validateMessages(messages: unknown[]): void {
 function validateBlock(b: unknown, at: string, role: 'user' | 'assistant'): void {
   if (!isObject(b)) fail(`${at}: Input should be a valid dictionary`)
   if (!BLOCK_TYPES.includes(b.type)) {
-    fail(`${at}: Input tag '${String(b.type)}' found using 'type' does not match any of the expected tags: ${BLOCK_TYPES.map((t) => `'${t}'`).join(', ')}`)
+    fail(
+      `${at}: Input tag '${String(b.type)}' found using 'type' does not match any of the expected tags: ${BLOCK_TYPES.map((t) => `'${t}'`).join(', ')}`,
+    )
   }
   switch (b.type) {
     case 'text':
@@ -249,8 +243,7 @@ export function renderAnthropic(s: ResolvedStep, ctx: { id: string; model: strin
     usage: { input_tokens: s.usage.input_tokens, output_tokens: s.usage.output_tokens },
   }
 
-  const ev = (data: { type: string; [k: string]: unknown }) =>
-    `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`
+  const ev = (data: { type: string; [k: string]: unknown }) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`
   const frames = [
     ev({
       type: 'message_start',

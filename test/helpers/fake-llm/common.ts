@@ -121,8 +121,7 @@ export function resolveStep(
       input_tokens: Math.ceil(opts.rawBodyLength / 4),
       output_tokens: Math.ceil((text ?? '').length / 4) + 10 * toolCalls.length,
     },
-    stopReason:
-      step.stopReason ?? (toolCalls.length > 0 ? opts.stopDefaults.tools : opts.stopDefaults.text),
+    stopReason: step.stopReason ?? (toolCalls.length > 0 ? opts.stopDefaults.tools : opts.stopDefaults.text),
     chunkSize: Math.max(1, step.chunkSize ?? 8),
   }
 }

@@ -1,21 +1,12 @@
 // OpenAI Chat Completions (+ embeddings) wire format for the fake LLM server.
 import { createHash } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import {
-  FakeRequestError,
-  fragments,
-  chunks,
-  isObject,
-  typeName,
-  type Rendered,
-  type ResolvedStep,
-} from './common.js'
+import { FakeRequestError, fragments, chunks, isObject, typeName, type Rendered, type ResolvedStep } from './common.js'
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function']
 
 export function openaiErrorBody(status: number, message: string, param: string | null = null) {
-  const type =
-    status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error'
+  const type = status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error'
   const code = status === 401 ? 'invalid_api_key' : status === 429 ? 'rate_limit_exceeded' : null
   return { error: { message, type, param, code } }
 }
@@ -41,10 +32,7 @@ function required(name: string): never {
   throw new FakeRequestError(`Missing required parameter: '${name}'.`, name)
 }
 function badType(name: string, expected: string, got: unknown): never {
-  throw new FakeRequestError(
-    `Invalid type for '${name}': expected ${expected}, but got ${typeName(got)} instead.`,
-    name,
-  )
+  throw new FakeRequestError(`Invalid type for '${name}': expected ${expected}, but got ${typeName(got)} instead.`, name)
 }
 
 export function validateOpenAi(body: unknown): asserts body is Record<string, any> {
@@ -68,10 +56,7 @@ export function validateOpenAi(body: unknown): asserts body is Record<string, an
     }
   }
   if (body.stream_options != null && body.stream !== true) {
-    throw new FakeRequestError(
-      "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-      'stream_options',
-    )
+    throw new FakeRequestError("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options')
   }
   validateTools(body.tools)
   validateMessages(messages)
@@ -197,10 +182,7 @@ export function openaiEcho(body: Record<string, any>): string {
   return ''
 }
 
-export function renderOpenAi(
-  s: ResolvedStep,
-  ctx: { id: string; model: string; created: number; includeUsage: boolean },
-): Rendered {
+export function renderOpenAi(s: ResolvedStep, ctx: { id: string; model: string; created: number; includeUsage: boolean }): Rendered {
   const usage = {
     prompt_tokens: s.usage.input_tokens,
     completion_tokens: s.usage.output_tokens,
@@ -291,9 +273,7 @@ export function handleEmbeddings(body: unknown): unknown {
   const base64 = body.encoding_format === 'base64'
   const data = (texts as string[]).map((t, index) => {
     const vec = embeddingFor(t)
-    const embedding = base64
-      ? Buffer.from(new Float32Array(vec).buffer).toString('base64')
-      : vec
+    const embedding = base64 ? Buffer.from(new Float32Array(vec).buffer).toString('base64') : vec
     return { object: 'embedding', index, embedding }
   })
   const tokens = (texts as string[]).reduce((n, t) => n + Math.ceil(t.length / 4), 0)

@@ -24,8 +24,14 @@ export async function cli(argv: string[], env: Record<string, string>, opts: Cli
   const stderr = new PassThrough()
   const stdin = new PassThrough()
   const run: CliRun = { code: -1, out: '', err: '', writes: [] }
-  stdout.on('data', (d) => { run.out += d; run.writes.push(['out', String(d)]) })
-  stderr.on('data', (d) => { run.err += d; run.writes.push(['err', String(d)]) })
+  stdout.on('data', (d) => {
+    run.out += d
+    run.writes.push(['out', String(d)])
+  })
+  stderr.on('data', (d) => {
+    run.err += d
+    run.writes.push(['err', String(d)])
+  })
   stdin.end(opts.stdin ?? '')
   const host = cliHost({ stdin, stdout, stderr }, { LOG_LEVEL: 'error', ...env })
   run.code = await runCli(argv, opts.wrap ? opts.wrap(host) : host)
@@ -37,7 +43,11 @@ export async function cli(argv: string[], env: Record<string, string>, opts: Cli
 export const json = (r: CliRun): any => JSON.parse(r.out)
 
 /** The real executable (src/bin/burrow.ts through tsx) in a child process. */
-export function spawnCli(argv: string[], env: Record<string, string>, stdin = ''): Promise<{ code: number | null; out: string; err: string }> {
+export function spawnCli(
+  argv: string[],
+  env: Record<string, string>,
+  stdin = '',
+): Promise<{ code: number | null; out: string; err: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/burrow.ts', ...argv], {
     cwd: new URL('../../..', import.meta.url).pathname,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'error', ...env },
@@ -45,8 +55,12 @@ export function spawnCli(argv: string[], env: Record<string, string>, stdin = ''
   })
   let out = ''
   let err = ''
-  child.stdout!.on('data', (d) => { out += d })
-  child.stderr!.on('data', (d) => { err += d })
+  child.stdout!.on('data', (d) => {
+    out += d
+  })
+  child.stderr!.on('data', (d) => {
+    err += d
+  })
   child.stdin!.end(stdin)
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, out, err })))
 }

@@ -28,9 +28,19 @@ t.test('help, version and command-line errors', async (t) => {
   t.equal((await cli([], env)).code, 0, 'no command prints the usage')
   t.match((await cli(['--version'], env)).out, /^\d+\.\d+\.\d+\n$/)
 
-  for (const argv of [['bogus'], ['sessions'], ['sessions', 'lst'], ['resume', 'only-one-arg'], ['run'], ['run', 'a', 'b'],
-    ['run', '--port', '1', 'hi'], ['sessions', 'list', '--limit', 'ten'], ['run', '--unknown', 'hi'], ['run', '--session-config', '{bad', 'hi'],
-    ['run', '--session-config', '[1]', 'hi']]) {
+  for (const argv of [
+    ['bogus'],
+    ['sessions'],
+    ['sessions', 'lst'],
+    ['resume', 'only-one-arg'],
+    ['run'],
+    ['run', 'a', 'b'],
+    ['run', '--port', '1', 'hi'],
+    ['sessions', 'list', '--limit', 'ten'],
+    ['run', '--unknown', 'hi'],
+    ['run', '--session-config', '{bad', 'hi'],
+    ['run', '--session-config', '[1]', 'hi'],
+  ]) {
     const r = await cli(argv, env)
     t.equal(r.code, exit('INVALID_REQUEST'), `${argv.join(' ')}: exit ${exit('INVALID_REQUEST')}`)
     t.match(r.err, /^error\[INVALID_REQUEST\]: \S/, `${argv.join(' ')}: ${r.err.split('\n')[0]}`)
@@ -64,15 +74,24 @@ t.test('in-process on the data dir: run, resume with compaction, sessions, memor
       t.match(r.err, /, \d+ compaction\n$/, 'the footer counts compaction tokens')
     }
   }
-  t.ok(compactions.some((l) => /^\[compaction started: \d+ messages, about \d+ tokens of history\]$/.test(l)), 'compaction_started shown')
-  t.ok(compactions.some((l) => /^\[compaction completed: \d+ messages → \d+, summary of \d+ tokens\]$/.test(l)), 'compaction_completed shown')
+  t.ok(
+    compactions.some((l) => /^\[compaction started: \d+ messages, about \d+ tokens of history\]$/.test(l)),
+    'compaction_started shown',
+  )
+  t.ok(
+    compactions.some((l) => /^\[compaction completed: \d+ messages → \d+, summary of \d+ tokens\]$/.test(l)),
+    'compaction_completed shown',
+  )
 
   const list = await cli(['sessions', 'list'], env)
   t.equal(list.code, 0)
   t.match(list.out, /^SESSION\s+STATUS\s+TURNS\s+UPDATED\s+MODEL\n/)
   t.match(list.out, new RegExp(`${id}  active  5 `))
   const page = json(await cli(['--json', 'sessions', 'list', '--limit', '1'], env))
-  t.same(page.items.map((s: any) => s.session_id), [id])
+  t.same(
+    page.items.map((s: any) => s.session_id),
+    [id],
+  )
 
   const show = await cli(['sessions', 'show', id!], env)
   t.match(show.out, new RegExp(`^Session ${id} \\(active\\)`))
@@ -84,7 +103,11 @@ t.test('in-process on the data dir: run, resume with compaction, sessions, memor
 
   const hits = await cli(['memory', 'search', 'launch code PELICAN'], env)
   t.equal(hits.code, 0, hits.err)
-  t.match(hits.out, /^\d\.\d{3}  [0-9a-f-]{36}  session [0-9a-f-]{36}, turn 1\n +The launch code is PELICAN-42\.\n/, 'what compaction discarded is searchable')
+  t.match(
+    hits.out,
+    /^\d\.\d{3}  [0-9a-f-]{36}  session [0-9a-f-]{36}, turn 1\n +The launch code is PELICAN-42\.\n/,
+    'what compaction discarded is searchable',
+  )
   const scoped = json(await cli(['--json', 'memory', 'search', '--session', id!, '--scope', 'session', '--limit', '2', 'PELICAN'], env))
   t.equal(scoped.results.length, 2)
   t.ok(scoped.results.every((h: any) => h.session_id === id))
@@ -143,7 +166,11 @@ t.test('auth: the same keys as the server; the data dir belongs to one process',
   t.match(noKey.err, /^error\[UNAUTHORIZED\]: /)
   const ran = await cli(['--api-key', 'k1', 'run', 'hi'], env)
   t.equal(ran.code, 0, ran.err)
-  t.equal(json(await cli(['--json', 'sessions', 'list'], { ...env, BURROW_API_KEY: 'k1' })).items.length, 1, 'BURROW_API_KEY from the environment')
+  t.equal(
+    json(await cli(['--json', 'sessions', 'list'], { ...env, BURROW_API_KEY: 'k1' })).items.length,
+    1,
+    'BURROW_API_KEY from the environment',
+  )
   t.equal(json(await cli(['--json', '--api-key', 'k2', 'sessions', 'list'], env)).items.length, 0, 'another tenant sees nothing')
 
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb' }, { dataDir: dir })
@@ -201,10 +228,23 @@ t.test('Ctrl-C interrupts the running turn', async (t) => {
   const fake = await startFakeLlm({ openaiKey: 'k' })
   t.teardown(() => fake.close())
   fake.enqueue({ text: 'a long answer that never ends', hang: 'body' })
-  const env = { BURROW_DATA_DIR: await tempDir(t), OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`, BURROW_PROVIDER_TIMEOUT_MS: '60000' }
+  const env = {
+    BURROW_DATA_DIR: await tempDir(t),
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    BURROW_PROVIDER_TIMEOUT_MS: '60000',
+  }
   let ctrlC: (() => void) | undefined
   const running = cli(['run', '--model', 'openai:gpt-4o-mini', 'hi'], env, {
-    wrap: (host) => ({ ...host, onInterrupt: (cb) => { ctrlC = cb; return () => { ctrlC = undefined } } }),
+    wrap: (host) => ({
+      ...host,
+      onInterrupt: (cb) => {
+        ctrlC = cb
+        return () => {
+          ctrlC = undefined
+        }
+      },
+    }),
   })
   while (!ctrlC || fake.requests.length === 0) await new Promise((r) => setTimeout(r, 10))
   ctrlC()
@@ -221,10 +261,15 @@ t.test('rpc and mcp on stdio, in-process', async (t) => {
     { jsonrpc: '2.0', id: 1, method: 'session/create', params: {} },
     { jsonrpc: '2.0', id: 2, method: 'session/list', params: { limit: 0 } },
     { jsonrpc: '2.0', id: 3, method: 'nope/nope' },
-  ].map((l) => JSON.stringify(l)).join('\n')
+  ]
+    .map((l) => JSON.stringify(l))
+    .join('\n')
   const r = await cli(['rpc'], env, { stdin: `${lines}\nnot json\n` })
   t.equal(r.code, 0)
-  const out = r.out.trim().split('\n').map((l) => JSON.parse(l))
+  const out = r.out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
   const byId = new Map(out.map((m: any) => [m.id, m]))
   t.match(byId.get(1), { result: { session_id: /^[0-9a-f-]{36}$/ } })
   t.match(byId.get(2), { error: { code: -32602, data: { code: 'INVALID_REQUEST', field: 'params/limit' } } })
@@ -233,16 +278,37 @@ t.test('rpc and mcp on stdio, in-process', async (t) => {
   t.equal(r.err, '', 'nothing but protocol on stdio')
 
   const id = byId.get(1).result.session_id
-  const turn = await cli(['rpc'], env, { stdin: `${JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'session/resume', params: { session_id: id, input: 'streamed' } })}\n` })
-  const msgs = turn.out.trim().split('\n').map((l) => JSON.parse(l))
-  t.same(msgs.filter((m) => m.method === 'event').map((m) => m.params.type).filter((x, i, a) => a.indexOf(x) === i),
-    ['turn_started', 'text_delta', 'assistant_message', 'turn_completed'], 'events as notifications before the response')
+  const turn = await cli(['rpc'], env, {
+    stdin: `${JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'session/resume', params: { session_id: id, input: 'streamed' } })}\n`,
+  })
+  const msgs = turn.out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+  t.same(
+    msgs
+      .filter((m) => m.method === 'event')
+      .map((m) => m.params.type)
+      .filter((x, i, a) => a.indexOf(x) === i),
+    ['turn_started', 'text_delta', 'assistant_message', 'turn_completed'],
+    'events as notifications before the response',
+  )
   t.match(msgs.at(-1), { id: 9, result: { status: 'completed', output_text: 'echo: streamed' } })
 
-  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }
+  const init = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+  }
   const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'session_read', arguments: { session_id: id } } }
-  const mcp = await cli(['mcp'], env, { stdin: [init, { jsonrpc: '2.0', method: 'notifications/initialized' }, call].map((m) => JSON.stringify(m)).join('\n') + '\n' })
-  const answers = mcp.out.trim().split('\n').map((l) => JSON.parse(l))
+  const mcp = await cli(['mcp'], env, {
+    stdin: [init, { jsonrpc: '2.0', method: 'notifications/initialized' }, call].map((m) => JSON.stringify(m)).join('\n') + '\n',
+  })
+  const answers = mcp.out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
   t.match(answers[0], { id: 1, result: { serverInfo: { name: 'burrow' } } })
   t.match(answers[1], { id: 2, result: { structuredContent: { session_id: id, turn_count: 1 } } })
 })

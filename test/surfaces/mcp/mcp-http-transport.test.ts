@@ -13,7 +13,12 @@ import { startBurrow } from '../../helpers/harness.js'
 
 const ACCEPT = 'application/json, text/event-stream'
 
-interface Posted { status: number; headers: Record<string, unknown>; text: string; messages: any[] }
+interface Posted {
+  status: number
+  headers: Record<string, unknown>
+  text: string
+  messages: any[]
+}
 
 /** The data of each SSE event, parsed (or the JSON body, for a non-SSE answer). */
 function messagesOf(type: string, text: string): any[] {
@@ -23,7 +28,14 @@ function messagesOf(type: string, text: string): any[] {
     const lines = block.split('\n')
     if (block.trim() === '') continue
     t.equal(lines[0], 'event: message', 'every SSE event is a message event')
-    out.push(JSON.parse(lines.filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n')))
+    out.push(
+      JSON.parse(
+        lines
+          .filter((l) => l.startsWith('data: '))
+          .map((l) => l.slice(6))
+          .join('\n'),
+      ),
+    )
   }
   return out
 }
@@ -33,7 +45,8 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
   t.teardown(() => closeHarness(h))
   const post = async (body: unknown, headers: Record<string, string> = {}): Promise<Posted> => {
     const res = await request(`${h.url}/mcp`, {
-      method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body),
+      method: 'POST',
+      body: typeof body === 'string' ? body : JSON.stringify(body),
       headers: { 'content-type': 'application/json', accept: ACCEPT, 'mcp-protocol-version': LATEST_PROTOCOL_VERSION, ...headers },
     })
     const text = await res.body.text()
@@ -56,32 +69,54 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     const invalid = ERROR_TABLE.INVALID_REQUEST
     const noSse = await post(rpc(1, 'tools/list'), { accept: 'application/json' })
     t.equal(noSse.status, invalid.http)
-    t.match(noSse.messages[0], { jsonrpc: '2.0', id: null, error: { code: invalid.rpc, message: /Not Acceptable/, data: { code: 'INVALID_REQUEST', field: 'header/accept' } } })
+    t.match(noSse.messages[0], {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: invalid.rpc, message: /Not Acceptable/, data: { code: 'INVALID_REQUEST', field: 'header/accept' } },
+    })
     const version = await post(rpc(1, 'tools/list'), { 'mcp-protocol-version': '1999-01-01' })
     t.equal(version.status, invalid.http)
-    t.match(version.messages[0], { error: { code: invalid.rpc, message: /Unsupported protocol version: 1999-01-01/, data: { code: 'INVALID_REQUEST', field: 'header/mcp-protocol-version' } } })
+    t.match(version.messages[0], {
+      error: {
+        code: invalid.rpc,
+        message: /Unsupported protocol version: 1999-01-01/,
+        data: { code: 'INVALID_REQUEST', field: 'header/mcp-protocol-version' },
+      },
+    })
     const notRpc = await post({ hello: 'world' })
     t.equal(notRpc.status, invalid.http)
-    t.match(notRpc.messages[0], { error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'body' } } }, 'JSON that is not a message is not a parse error')
+    t.match(
+      notRpc.messages[0],
+      { error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'body' } } },
+      'JSON that is not a message is not a parse error',
+    )
     const twoInits = await post([
       rpc(1, 'initialize', { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'a', version: '1' } }),
       rpc(2, 'tools/list'),
     ])
     t.equal(twoInits.status, invalid.http)
-    t.match(twoInits.messages[0], { error: { code: -32600, message: /Only one initialization request/, data: { code: 'INVALID_REQUEST' } } })
+    t.match(twoInits.messages[0], {
+      error: { code: -32600, message: /Only one initialization request/, data: { code: 'INVALID_REQUEST' } },
+    })
     const empty = await post([])
     t.equal(empty.status, invalid.http, 'an empty batch')
     t.match(empty.messages[0], { error: { code: -32600, data: { code: 'INVALID_REQUEST' } } })
     const syntax = await post('{"jsonrpc": "2.0", "id": 1,')
     t.equal(syntax.status, invalid.http)
-    t.match(syntax.messages[0], { error: { code: -32700, data: { code: 'INVALID_REQUEST', field: 'body' } } }, 'only a body that is not JSON is -32700')
+    t.match(
+      syntax.messages[0],
+      { error: { code: -32700, data: { code: 'INVALID_REQUEST', field: 'body' } } },
+      'only a body that is not JSON is -32700',
+    )
     const wrongType = await post('{}', { 'content-type': 'text/plain' })
     t.match(wrongType.messages[0], { error: { code: invalid.rpc, data: { code: 'INVALID_REQUEST', field: 'header/content-type' } } })
     const notes = await post({ jsonrpc: '2.0', method: 'notifications/initialized' })
     t.same([notes.status, notes.text], [202, ''], 'notifications only: 202, no body')
     const cancel = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'x' } })
     t.equal(cancel.status, 202, 'a cancellation is acknowledged (and dropped: stateless)')
-    const init = await post(rpc('i', 'initialize', { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'a', version: '1' } }))
+    const init = await post(
+      rpc('i', 'initialize', { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'a', version: '1' } }),
+    )
     t.match(init.messages[0], { id: 'i', result: { protocolVersion: LATEST_PROTOCOL_VERSION, serverInfo: { name: 'burrow' } } })
     t.notOk(init.headers['mcp-session-id'], 'no session id: stateless')
   })
@@ -92,15 +127,36 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
       t.equal(r.status, 200)
       return r.messages[0]
     }
-    t.match(await one(rpc(1, 'tools/list', { cursor: 5 })), {
-      id: 1, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, message: /^params\/cursor is invalid/, data: { code: 'INVALID_REQUEST', field: 'params/cursor' } },
-    }, "the SDK's check of params: INVALID_REQUEST naming the field, not an internal error")
-    t.match(await one(rpc(2, 'no/such_method')), { id: 2, error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } } })
-    t.match(await one(tool(3, 'no_such_tool', {})), { id: 3, error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, data: { code: 'INVALID_REQUEST' } } })
+    t.match(
+      await one(rpc(1, 'tools/list', { cursor: 5 })),
+      {
+        id: 1,
+        error: {
+          code: ERROR_TABLE.INVALID_REQUEST.rpc,
+          message: /^params\/cursor is invalid/,
+          data: { code: 'INVALID_REQUEST', field: 'params/cursor' },
+        },
+      },
+      "the SDK's check of params: INVALID_REQUEST naming the field, not an internal error",
+    )
+    t.match(await one(rpc(2, 'no/such_method')), {
+      id: 2,
+      error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } },
+    })
+    t.match(await one(tool(3, 'no_such_tool', {})), {
+      id: 3,
+      error: { code: ERROR_TABLE.INVALID_REQUEST.rpc, data: { code: 'INVALID_REQUEST' } },
+    })
     // The SDK drops a request whose _meta it refuses; the client used to wait forever.
     for (const meta of [5, { progressToken: { nested: true } }]) {
-      t.match(await one(rpc(4, 'ping', { _meta: meta })), { id: 4, error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'params/_meta' } } })
-      t.match(await one(tool(5, 'capabilities_get', {}, { _meta: meta })), { id: 5, error: { code: -32600, data: { code: 'INVALID_REQUEST' } } })
+      t.match(await one(rpc(4, 'ping', { _meta: meta })), {
+        id: 4,
+        error: { code: -32600, data: { code: 'INVALID_REQUEST', field: 'params/_meta' } },
+      })
+      t.match(await one(tool(5, 'capabilities_get', {}, { _meta: meta })), {
+        id: 5,
+        error: { code: -32600, data: { code: 'INVALID_REQUEST' } },
+      })
     }
     t.same((await one(rpc(6, 'ping', { _meta: { progressToken: 'p' } }))).result, {}, 'a valid _meta still works')
   })
@@ -109,11 +165,13 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     const inputs = Array.from({ length: 8 }, (_, i) => `client ${i}`)
     const answers = await Promise.all(inputs.map((input, i) => post(tool(1, 'turn_run', { session_id: i % 2 ? sid : other, input }))))
     const busy = answers.filter((a) => a.messages[0].result.isError)
-    for (const a of busy) t.equal(a.messages[0].result.structuredContent.code, 'SESSION_BUSY', 'two turns at once on a session: one is busy')
+    for (const a of busy)
+      t.equal(a.messages[0].result.structuredContent.code, 'SESSION_BUSY', 'two turns at once on a session: one is busy')
     answers.forEach((a, i) => {
       t.equal(a.messages.length, 1)
       t.equal(a.messages[0].id, 1, 'each client gets its own id back')
-      if (!a.messages[0].result.isError) t.equal(a.messages[0].result.structuredContent.output_text, `echo: ${inputs[i]}`, 'and its own answer')
+      if (!a.messages[0].result.isError)
+        t.equal(a.messages[0].result.structuredContent.output_text, `echo: ${inputs[i]}`, 'and its own answer')
     })
     t.ok(busy.length < inputs.length, 'some turns ran')
 
@@ -153,11 +211,15 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     t.match(unknown, { id: 3, error: { code: -32602, message: /Unknown tool: no_such_tool/ } })
 
     // Progress notifications ride the call's stream before its response, with the client's token.
-    const progress = (await post(tool(9, 'turn_run', { session_id: sid, input: 'with progress' }, { _meta: { progressToken: 'p1' } }))).messages
+    const progress = (await post(tool(9, 'turn_run', { session_id: sid, input: 'with progress' }, { _meta: { progressToken: 'p1' } })))
+      .messages
     t.ok(progress.length >= 2, 'progress, then the response')
     t.match(progress.at(-1), { id: 9, result: { structuredContent: { output_text: 'echo: with progress' } } })
     for (const m of progress.slice(0, -1)) t.match(m, { method: 'notifications/progress', params: { progressToken: 'p1' } })
-    t.notOk(progress.slice(0, -1).some((m) => 'id' in m), 'notifications carry no id')
+    t.notOk(
+      progress.slice(0, -1).some((m) => 'id' in m),
+      'notifications carry no id',
+    )
   })
 
   await t.test('a client that goes away: its turn runs on, its answer is dropped, the server serves on', async (t) => {
@@ -167,8 +229,14 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
     const { port } = new URL(h.url)
     await new Promise<void>((resolve, reject) => {
       const sock = connect(Number(port), '127.0.0.1', () => {
-        sock.end(`POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: ${ACCEPT}\r\n` +
-          `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, () => { sock.destroy(); resolve() })
+        sock.end(
+          `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: ${ACCEPT}\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+          () => {
+            sock.destroy()
+            resolve()
+          },
+        )
       })
       sock.on('error', reject)
     })
@@ -187,13 +255,27 @@ t.test('MCP streamable HTTP, stateless, one server for every POST', async (t) =>
 t.test('a closed transport refuses with SHUTTING_DOWN from the error table', async (t) => {
   const transport = new HttpMuxTransport()
   let closed = 0
-  transport.onclose = () => { closed++ }
+  transport.onclose = () => {
+    closed++
+  }
   await transport.close()
   await transport.close()
   t.equal(closed, 1, 'onclose once')
   // The refusal comes before the response is touched.
-  const refused = transport.handle({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, ACCEPT, undefined, null as never, { apiKey: undefined, requestId: 'r' }, {})
-  t.same(refused, { status: ERROR_TABLE.SHUTTING_DOWN.http, code: ERROR_TABLE.SHUTTING_DOWN.rpc, message: ERROR_TABLE.SHUTTING_DOWN.message, burrowCode: 'SHUTTING_DOWN' })
+  const refused = transport.handle(
+    { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    ACCEPT,
+    undefined,
+    null as never,
+    { apiKey: undefined, requestId: 'r' },
+    {},
+  )
+  t.same(refused, {
+    status: ERROR_TABLE.SHUTTING_DOWN.http,
+    code: ERROR_TABLE.SHUTTING_DOWN.rpc,
+    message: ERROR_TABLE.SHUTTING_DOWN.message,
+    burrowCode: 'SHUTTING_DOWN',
+  })
   t.equal(refused!.status, 503)
 })
 
@@ -205,13 +287,24 @@ t.test('what HTTP refuses before MCP reads a message carries its table row', asy
     const text = await res.body.text()
     return { status: res.statusCode, headers: res.headers, body: messagesOf(String(res.headers['content-type']), text)[0] }
   }
-  const big = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'session_create', arguments: { system_prompt: 'x'.repeat(100_000) } } }))
+  const big = await post(
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'session_create', arguments: { system_prompt: 'x'.repeat(100_000) } },
+    }),
+  )
   t.equal(big.status, ERROR_TABLE.PAYLOAD_TOO_LARGE.http)
   t.same(big.body.error.data, { code: 'PAYLOAD_TOO_LARGE' })
   t.equal(big.body.error.code, ERROR_TABLE.PAYLOAD_TOO_LARGE.rpc, 'over the limit: not a parse error')
   const get = await request(`${h.url}/mcp`, { headers: { accept: ACCEPT } })
   t.equal(get.statusCode, 405, 'GET: 405, as the MCP specification asks of a server without a standalone stream')
-  t.match(await get.body.json(), { jsonrpc: '2.0', id: null, error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } } })
+  t.match(await get.body.json(), {
+    jsonrpc: '2.0',
+    id: null,
+    error: { code: ERROR_TABLE.ROUTE_NOT_FOUND.rpc, data: { code: 'ROUTE_NOT_FOUND' } },
+  })
   let limited: Awaited<ReturnType<typeof post>> | undefined
   for (let i = 0; i < 5 && !limited; i++) {
     const r = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }))

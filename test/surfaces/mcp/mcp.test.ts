@@ -17,8 +17,24 @@ import { restApi, type RestMetrics } from '../../../src/surfaces/rest/rest-api.j
 import { runMcpStdio } from '../../../src/surfaces/mcp/mcp-stdio.js'
 import { eventually, MODES, startBurrow, type Harness } from '../../helpers/harness.js'
 
-const TOOLS = ['capabilities_get', 'memory_delete', 'memory_get', 'memory_list', 'memory_search', 'session_archive', 'session_create', 'session_list', 'session_read', 'session_resume', 'turn_run']
-const WEATHER = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }
+const TOOLS = [
+  'capabilities_get',
+  'memory_delete',
+  'memory_get',
+  'memory_list',
+  'memory_search',
+  'session_archive',
+  'session_create',
+  'session_list',
+  'session_read',
+  'session_resume',
+  'turn_run',
+]
+const WEATHER = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } } },
+}
 
 /** Our MCP routes on a fastify instance of their own, over the harness's real service. */
 async function startMcp(service: SessionService, opts: { withRest?: boolean } = {}) {
@@ -26,7 +42,10 @@ async function startMcp(service: SessionService, opts: { withRest?: boolean } = 
   if (opts.withRest) {
     // As the app will mount it: inside the REST plugin, under its JSON parser and error handler.
     const metrics: RestMetrics = { observeHttp() {}, sseOpened() {}, sseClosed() {}, text: async () => '', contentType: 'text/plain' }
-    await app.register(async (scope) => { await scope.register(restApi, { service, metrics }); mcpHttpRoutes(scope, service) })
+    await app.register(async (scope) => {
+      await scope.register(restApi, { service, metrics })
+      mcpHttpRoutes(scope, service)
+    })
   } else {
     mcpHttpRoutes(app, service)
   }
@@ -78,7 +97,9 @@ for (const mode of MODES) {
   t.test(`MCP over HTTP (${mode.name})`, async (t) => {
     const h = await startBurrow(mode.env)
     const mcp = await startMcp(h.burrow.service)
-    t.teardown(async () => { await mcp.close(h) })
+    t.teardown(async () => {
+      await mcp.close(h)
+    })
     const c = await mcp.client()
 
     t.test('lists the tools with their input schemas', async (t) => {
@@ -87,7 +108,11 @@ for (const mode of MODES) {
       const byName = Object.fromEntries(tools.map((x) => [x.name, x]))
       for (const x of tools) t.ok((x.description ?? '').length > 40, `${x.name} is described`)
       const create = byName.session_create!.inputSchema as any
-      t.same(Object.keys(create.properties).sort(), Object.keys(CreateSessionSchema.properties).sort(), 'session_create mirrors CreateSession')
+      t.same(
+        Object.keys(create.properties).sort(),
+        Object.keys(CreateSessionSchema.properties).sort(),
+        'session_create mirrors CreateSession',
+      )
       t.equal(create.additionalProperties, false)
       const turn = byName.turn_run!.inputSchema as any
       t.same(turn.required, ['session_id'])
@@ -106,7 +131,11 @@ for (const mode of MODES) {
       t.match(r.structuredContent, { session_id: id, turn: 1, status: 'completed', output_text: `echo: ${input}` })
       t.equal(r.content[0]!.text, `echo: ${input}`)
       t.ok(progress.length >= 2, `text arrives in several progress notifications (${progress.length})`)
-      t.same(progress.map((p) => p.progress), progress.map((_, i) => i + 1), 'progress increases')
+      t.same(
+        progress.map((p) => p.progress),
+        progress.map((_, i) => i + 1),
+        'progress increases',
+      )
       t.equal(progress.at(-1)!.message, `echo: ${input}`, 'the last one carries the whole text')
 
       if (!mode.persistent) {
@@ -117,7 +146,12 @@ for (const mode of MODES) {
         await fails(t, c, 'session_resume', { session_id: id, input: 'again' }, 'SESSION_PERSISTENCE_DISABLED', msg)
         return
       }
-      t.match(await ok(t, c, 'session_read', { session_id: id }), { session_id: id, turn_count: 1, status: 'active', messages: [{ role: 'user' }, { role: 'assistant' }] })
+      t.match(await ok(t, c, 'session_read', { session_id: id }), {
+        session_id: id,
+        turn_count: 1,
+        status: 'active',
+        messages: [{ role: 'user' }, { role: 'assistant' }],
+      })
       t.match(await ok(t, c, 'session_resume', { session_id: id, input: 'again' }), { turn: 2, output_text: 'echo: again' })
       const page = await ok(t, c, 'session_list', { limit: 100 })
       t.ok(page.items.some((s: any) => s.session_id === id))
@@ -141,9 +175,17 @@ for (const mode of MODES) {
     t.test('errors: unknown session, invalid arguments, disabled memory, unknown tool', async (t) => {
       await fails(t, c, 'turn_run', { session_id: randomUUID(), input: 'hi' }, 'SESSION_NOT_FOUND')
       t.match(await fails(t, c, 'turn_run', { session_id: 'nope', input: 'hi' }, 'INVALID_REQUEST'), { field: 'arguments/session_id' })
-      t.match(await fails(t, c, 'turn_run', { input: 'hi' }, 'INVALID_REQUEST'), { field: 'arguments/session_id', message: 'arguments/session_id is required' })
-      t.match(await fails(t, c, 'session_create', { bogus: 1 }, 'INVALID_REQUEST'), { field: 'arguments/bogus', message: 'arguments/bogus is not an allowed property' })
-      t.match(await fails(t, c, 'session_create', { compaction: { recent_turn_budget: -1 } }, 'INVALID_REQUEST'), { field: 'arguments/compaction/recent_turn_budget' })
+      t.match(await fails(t, c, 'turn_run', { input: 'hi' }, 'INVALID_REQUEST'), {
+        field: 'arguments/session_id',
+        message: 'arguments/session_id is required',
+      })
+      t.match(await fails(t, c, 'session_create', { bogus: 1 }, 'INVALID_REQUEST'), {
+        field: 'arguments/bogus',
+        message: 'arguments/bogus is not an allowed property',
+      })
+      t.match(await fails(t, c, 'session_create', { compaction: { recent_turn_budget: -1 } }, 'INVALID_REQUEST'), {
+        field: 'arguments/compaction/recent_turn_budget',
+      })
       const { session_id: id } = await ok(t, c, 'session_create', {})
       await fails(t, c, 'turn_run', { session_id: id }, 'INVALID_REQUEST') // the service's rule: input or tool_results
       await fails(t, c, 'memory_search', { q: 'anything' }, 'MEMORY_STORE_DISABLED', ERROR_TABLE.MEMORY_STORE_DISABLED.message)
@@ -155,11 +197,16 @@ for (const mode of MODES) {
       const get = await fetch(mcp.url, { headers: { accept: 'text/event-stream' } })
       t.equal(get.status, 405)
       t.equal(get.headers.get('allow'), 'POST')
-      const bad = await fetch(mcp.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{nope' })
+      const bad = await fetch(mcp.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: '{nope',
+      })
       t.equal(bad.status, 400)
       t.match(await bad.json(), { jsonrpc: '2.0', id: null, error: { code: -32700, data: { code: 'INVALID_REQUEST' } } })
       const list = await fetch(mcp.url, {
-        method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
       })
       t.equal(list.status, 200, 'no initialize needed in stateless mode')
@@ -173,11 +220,18 @@ t.test('MCP auth: API keys and tenants (mounted with the REST plugin)', async (t
   const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'k1:a,k2:b' })
   const mcp = await startMcp(h.burrow.service, { withRest: true })
   t.teardown(() => mcp.close(h))
-  const raw = (method: string, headers: Record<string, string>, body?: unknown) => fetch(mcp.url, {
-    method, body: body === undefined ? undefined : JSON.stringify(body),
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-  })
-  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' } } }
+  const raw = (method: string, headers: Record<string, string>, body?: unknown) =>
+    fetch(mcp.url, {
+      method,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    })
+  const init = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+  }
   const messages = [
     init,
     { jsonrpc: '2.0', id: 2, method: 'tools/list' },
@@ -190,15 +244,28 @@ t.test('MCP auth: API keys and tenants (mounted with the REST plugin)', async (t
       ['wrong key', { authorization: 'Bearer wrong' }, 'Bearer realm="burrow", error="invalid_token"'],
       ['not a bearer key', { authorization: 'Basic azE6' }, 'Bearer realm="burrow", error="invalid_token"'],
     ] as const) {
-      for (const [method, body] of [...messages.map((m) => ['POST', m] as const), ['GET', undefined] as const, ['DELETE', undefined] as const]) {
+      for (const [method, body] of [
+        ...messages.map((m) => ['POST', m] as const),
+        ['GET', undefined] as const,
+        ['DELETE', undefined] as const,
+      ]) {
         const r = await raw(method, headers, body)
         const what = `${label}: ${method} ${(body as { method?: string } | undefined)?.method ?? ''}`
         t.equal(r.status, ERROR_TABLE.UNAUTHORIZED.http, what)
         t.equal(r.headers.get('www-authenticate'), challenge, what)
-        t.same(await r.json(), {
-          jsonrpc: '2.0', id: null,
-          error: { code: ERROR_TABLE.UNAUTHORIZED.rpc, message: label === 'wrong key' ? 'Invalid API key.' : 'Missing API key: send Authorization: Bearer <key>.', data: { code: 'UNAUTHORIZED' } },
-        }, what)
+        t.same(
+          await r.json(),
+          {
+            jsonrpc: '2.0',
+            id: null,
+            error: {
+              code: ERROR_TABLE.UNAUTHORIZED.rpc,
+              message: label === 'wrong key' ? 'Invalid API key.' : 'Missing API key: send Authorization: Bearer <key>.',
+              data: { code: 'UNAUTHORIZED' },
+            },
+          },
+          what,
+        )
       }
     }
     const ctx = (apiKey: string) => ({ apiKey, requestId: 't' })
@@ -220,7 +287,11 @@ t.test('MCP auth: API keys and tenants (mounted with the REST plugin)', async (t
     t.equal((await raw('GET', { authorization: 'Bearer k1' })).status, 405, 'authenticated GET: no standalone stream (stateless)')
 
     const post = (body: string, type: string) =>
-      fetch(mcp.url, { method: 'POST', headers: { authorization: 'Bearer k1', 'content-type': type, accept: 'application/json, text/event-stream' }, body })
+      fetch(mcp.url, {
+        method: 'POST',
+        headers: { authorization: 'Bearer k1', 'content-type': type, accept: 'application/json, text/event-stream' },
+        body,
+      })
     for (const [body, type, code, field] of [
       ['{nope', 'application/json', -32700, 'body'],
       ['', 'application/json', -32700, 'body'],
@@ -231,8 +302,16 @@ t.test('MCP auth: API keys and tenants (mounted with the REST plugin)', async (t
       t.match(await r.json(), { jsonrpc: '2.0', id: null, error: { code, data: { code: 'INVALID_REQUEST', field } } })
     }
     const base = mcp.url.replace(/\/mcp$/, '')
-    t.equal((await fetch(`${base}/v1/sessions/${id}`, { headers: { authorization: 'Bearer k1' } })).status, 200, 'REST answers next to /mcp')
-    const rest = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { authorization: 'Bearer k1', 'content-type': 'application/json' }, body: '{nope' })
+    t.equal(
+      (await fetch(`${base}/v1/sessions/${id}`, { headers: { authorization: 'Bearer k1' } })).status,
+      200,
+      'REST answers next to /mcp',
+    )
+    const rest = await fetch(`${base}/v1/sessions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k1', 'content-type': 'application/json' },
+      body: '{nope',
+    })
     t.equal(rest.status, 400)
     t.match(rest.headers.get('content-type'), /problem\+json/, "REST keeps the app's error handler")
   })
@@ -243,7 +322,9 @@ t.test('MCP memory_search with the memory store', async (t) => {
   const mcp = await startMcp(h.burrow.service)
   t.teardown(() => mcp.close(h))
   const c = await mcp.client()
-  await h.burrow.service.addMemory([{ content: 'The staging database password rotates every Friday.' }, { content: 'Lunch is at noon.' }], { requestId: 't' })
+  await h.burrow.service.addMemory([{ content: 'The staging database password rotates every Friday.' }, { content: 'Lunch is at noon.' }], {
+    requestId: 't',
+  })
   const r = await ok(t, c, 'memory_search', { q: 'when does the staging password change?', limit: 1 })
   t.equal(r.results.length, 1)
   t.match(r.results[0], { content: /rotates every Friday/ })
@@ -260,8 +341,11 @@ t.test('MCP with a slow provider: streaming progress, SESSION_BUSY, cancellation
   h.fake.enqueue({ text: 'slow slow slow slow slow', chunkSize: 2, delayMs: 30 })
   let finished = false
   const progress: Array<Progress & { before: boolean }> = []
-  const first = call(c, 'turn_run', { session_id: id, input: 'slow one' }, (p) => progress.push({ ...p, before: !finished }))
-    .finally(() => { finished = true })
+  const first = call(c, 'turn_run', { session_id: id, input: 'slow one' }, (p) => progress.push({ ...p, before: !finished })).finally(
+    () => {
+      finished = true
+    },
+  )
   await eventually(() => progress.length > 0)
   await fails(t, c, 'turn_run', { session_id: id, input: 'too soon' }, 'SESSION_BUSY')
   const r = await first
@@ -272,11 +356,15 @@ t.test('MCP with a slow provider: streaming progress, SESSION_BUSY, cancellation
   h.fake.enqueue({ text: 'steady '.repeat(10), chunkSize: 10, delayMs: 20 })
   const gone = await mcp.client()
   let closing: Promise<void> | undefined
-  const dropped = call(gone, 'turn_run', { session_id: id, input: 'hang up' }, () => { closing ??= gone.close() })
+  const dropped = call(gone, 'turn_run', { session_id: id, input: 'hang up' }, () => {
+    closing ??= gone.close()
+  })
   await t.rejects(dropped)
   await closing
   const ctx = { requestId: 't' }
-  await eventually(async () => (await h.burrow.service.listEvents(id, { after: 0, limit: 100 }, ctx)).events.at(-1)?.type === 'turn_completed')
+  await eventually(
+    async () => (await h.burrow.service.listEvents(id, { after: 0, limit: 100 }, ctx)).events.at(-1)?.type === 'turn_completed',
+  )
   t.equal((await h.burrow.service.read(id, ctx)).turn_count, 2)
 
   // Over a connected transport (stdio, here in memory) a cancelled call interrupts its turn.
@@ -288,7 +376,8 @@ t.test('MCP with a slow provider: streaming progress, SESSION_BUSY, cancellation
   h.fake.enqueue({ text: 'long '.repeat(60), chunkSize: 5, delayMs: 50 })
   const abort = new AbortController()
   const cancelled = mem.callTool({ name: 'turn_run', arguments: { session_id: id, input: 'long one' } }, undefined, {
-    signal: abort.signal, onprogress: () => abort.abort('changed my mind'),
+    signal: abort.signal,
+    onprogress: () => abort.abort('changed my mind'),
   })
   await t.rejects(cancelled)
   await eventually(async () => !(await h.burrow.service.read(id, ctx)).running, 2000)
@@ -308,22 +397,34 @@ t.test('createMcpServer in memory, and runMcpStdio on streams', async (t) => {
   t.teardown(() => c.close())
   const { session_id: id } = await ok(t, c, 'session_create', {})
   const progress: Progress[] = []
-  t.equal((await call(c, 'turn_run', { session_id: id, input: 'in memory' }, (p) => progress.push(p))).structuredContent.output_text, 'echo: in memory')
+  t.equal(
+    (await call(c, 'turn_run', { session_id: id, input: 'in memory' }, (p) => progress.push(p))).structuredContent.output_text,
+    'echo: in memory',
+  )
   t.equal(progress.at(-1)?.message, 'echo: in memory')
 
   // stdio: requests piped in, stdin ends at once; the turn still answers before runMcpStdio resolves.
   const stdin = new PassThrough()
   const stdout = new PassThrough()
   let out = ''
-  stdout.on('data', (d) => { out += String(d) })
+  stdout.on('data', (d) => {
+    out += String(d)
+  })
   const running = runMcpStdio(h.burrow.service, {}, { stdin, stdout })
   const send = (m: object) => stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`)
-  send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } })
+  send({
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } },
+  })
   send({ method: 'notifications/initialized' })
   send({ id: 2, method: 'tools/call', params: { name: 'turn_run', arguments: { session_id: id, input: 'piped' } } })
   stdin.end()
   await running
-  const lines = out.trim().split('\n').map((l) => JSON.parse(l))
+  const lines = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
   t.equal(lines.find((m) => m.id === 1)?.result.serverInfo.name, 'burrow')
   t.match(lines.find((m) => m.id === 2)?.result.structuredContent, { turn: 2, output_text: 'echo: piped' })
 })

@@ -25,7 +25,12 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
   const id = await h.api.createSession()
 
   await t.test('malformed percent-encoding in the path', async (t) => {
-    for (const path of ['/v1/sessions/%E0%A4%A', '/v1/sessions/%E0%A4%A?access_token=secret', '/v1/%ZZ/x', `/v1/sessions/${id}/notes/%FF`]) {
+    for (const path of [
+      '/v1/sessions/%E0%A4%A',
+      '/v1/sessions/%E0%A4%A?access_token=secret',
+      '/v1/%ZZ/x',
+      `/v1/sessions/${id}/notes/%FF`,
+    ]) {
       const p = isProblem(t, await rawRequest(h.url, head('GET', path)), 'INVALID_REQUEST', 'path')
       t.notMatch(p.detail, /secret/, 'the URL is not echoed')
     }
@@ -46,8 +51,18 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
       ['a control character in a header name', head('GET', '/v1/capabilities', { 'x-n\x02te': 'a' }), 'INVALID_REQUEST', undefined],
       ['headers over the size limit', head('GET', '/v1/capabilities', { 'x-big': 'a'.repeat(20_000) }), 'PAYLOAD_TOO_LARGE', 'header'],
       ['an unknown method', head('FROB', '/v1/sessions'), 'INVALID_REQUEST', 'method'],
-      ['an invalid content-length', head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': 'abc' }), 'INVALID_REQUEST', 'header/content-length'],
-      ['two content-lengths', head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': '2', 'Content-Length': '3' }), 'INVALID_REQUEST', 'header/content-length'],
+      [
+        'an invalid content-length',
+        head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': 'abc' }),
+        'INVALID_REQUEST',
+        'header/content-length',
+      ],
+      [
+        'two content-lengths',
+        head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': '2', 'Content-Length': '3' }),
+        'INVALID_REQUEST',
+        'header/content-length',
+      ],
       ['an unknown HTTP version', 'GET /v1/capabilities HTTP/7.1\r\nhost: x\r\n\r\n', 'INVALID_REQUEST', undefined],
       ['binary junk', '\x00\x01\x02\x03 junk\r\n\r\n', 'INVALID_REQUEST', 'method'],
     ]
@@ -58,7 +73,10 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
     }
     const line = h.logs.find((l) => l.msg === 'malformed request refused')
     t.ok(line, 'refusals are logged')
-    t.notOk(h.logs.some((l) => JSON.stringify(l).includes('a\\u0001b') || 'rawPacket' in (l.err ?? {})), 'without the request bytes')
+    t.notOk(
+      h.logs.some((l) => JSON.stringify(l).includes('a\\u0001b') || 'rawPacket' in (l.err ?? {})),
+      'without the request bytes',
+    )
   })
 
   await t.test('an unrouted method is ROUTE_NOT_FOUND; bodies that are not JSON objects are INVALID_REQUEST', async (t) => {
@@ -72,7 +90,10 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
     isProblem(t, await post('{"\\u005f_proto__": {}}'), 'INVALID_REQUEST', 'body')
     isProblem(t, await post('{}', 'text/plain'), 'INVALID_REQUEST', 'header/content-type')
     t.equal((await post('{"model": "offline:echo", "model": "offline:echo"}')).status, 201, 'duplicate keys are JSON (the last wins)')
-    const get = await rawRequest(h.url, head('GET', '/v1/capabilities', { 'content-type': 'application/json', 'content-length': '7' }) + '{"a":1}')
+    const get = await rawRequest(
+      h.url,
+      head('GET', '/v1/capabilities', { 'content-type': 'application/json', 'content-length': '7' }) + '{"a":1}',
+    )
     t.equal(get.status, 200, 'a body on GET is read and ignored')
   })
 
@@ -88,7 +109,11 @@ t.test('errors of the router and the HTTP parser are problems of the table', asy
     t.equal(r.body.field, 'header/idempotency-key', 'headers are named header/<name>, as everywhere')
   })
 
-  t.same(h.logs.filter((l) => l.level >= 50), [], 'nothing was an internal error')
+  t.same(
+    h.logs.filter((l) => l.level >= 50),
+    [],
+    'nothing was an internal error',
+  )
 })
 
 t.test('an over-limit body gets its 413 even when the client sends all of it before reading', async (t) => {
@@ -104,16 +129,26 @@ t.test('an over-limit body gets its 413 even when the client sends all of it bef
   }
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
   for (const path of ['/v1/sessions', '/v1/memory', '/rpc', '/mcp']) {
-    const declared = await rawRequest(h.url, head('POST', path, { ...headers, 'content-length': String(3 * LIMIT) }), { chunks, readAfterSending: true })
+    const declared = await rawRequest(h.url, head('POST', path, { ...headers, 'content-length': String(3 * LIMIT) }), {
+      chunks,
+      readAfterSending: true,
+    })
     t.equal(declared.end, 'closed', `${path}, Content-Length: no reset (${declared.end})`)
     tooLarge(path, declared)
     const framed = chunks.map((c) => Buffer.concat([Buffer.from(`${c.length.toString(16)}\r\n`), c, Buffer.from('\r\n')]))
-    const chunked = await rawRequest(h.url, head('POST', path, { ...headers, 'transfer-encoding': 'chunked' }), { chunks: [...framed, '0\r\n\r\n'], readAfterSending: true })
+    const chunked = await rawRequest(h.url, head('POST', path, { ...headers, 'transfer-encoding': 'chunked' }), {
+      chunks: [...framed, '0\r\n\r\n'],
+      readAfterSending: true,
+    })
     t.equal(chunked.end, 'closed', `${path}, chunked: no reset (${chunked.end})`)
     tooLarge(path, chunked)
   }
   // Past the bound (16 bodies' worth here) the answer does not wait for the body: closing is fine then.
-  const huge = await rawRequest(h.url, head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': String(32 * LIMIT) }), { timeoutMs: 2000 })
+  const huge = await rawRequest(
+    h.url,
+    head('POST', '/v1/sessions', { 'content-type': 'application/json', 'content-length': String(32 * LIMIT) }),
+    { timeoutMs: 2000 },
+  )
   isProblem(t, huge, 'PAYLOAD_TOO_LARGE')
   const ok = await h.api.post('/v1/sessions', {})
   t.equal(ok.status, 201, 'the server serves on')

@@ -69,9 +69,19 @@ t.test('compaction → indexing → recall by the agent in another session of th
   const { api, fake } = h
   fake.autoSummaries = true
   const a = await api.createSession({ model: 'openai:gpt-4o-mini', memory: true, compaction: COMPACT_FAST })
-  const facts = ['My daughter Inês starts school on September 9th.', 'The build server is called tortoise-02 and runs Debian.', 'Budget approval for project Halcyon came through at 42,000 euros.']
-  for (const f of facts) { fake.enqueue({ text: `Noted: ${f}` }); await api.turn(a, { input: f }) }
-  for (let i = 0; i < 3; i++) { fake.enqueue({ text: `ok ${i}` }); await api.turn(a, { input: `filler message number ${i} to move the history along` }) }
+  const facts = [
+    'My daughter Inês starts school on September 9th.',
+    'The build server is called tortoise-02 and runs Debian.',
+    'Budget approval for project Halcyon came through at 42,000 euros.',
+  ]
+  for (const f of facts) {
+    fake.enqueue({ text: `Noted: ${f}` })
+    await api.turn(a, { input: f })
+  }
+  for (let i = 0; i < 3; i++) {
+    fake.enqueue({ text: `ok ${i}` })
+    await api.turn(a, { input: `filler message number ${i} to move the history along` })
+  }
   await h.burrow.indexer!.idle()
   const evA = await events(h, a)
   const indexed = evA.filter((e) => e.type === 'memory_indexed')
@@ -81,7 +91,10 @@ t.test('compaction → indexing → recall by the agent in another session of th
 
   // The agent in a new session searches memory with its built-in tool, inside the loop.
   const b = await api.createSession({ model: 'openai:gpt-4o-mini', memory: true })
-  fake.enqueue({ toolCalls: [{ name: 'memory_search', input: { query: 'what is the build server called?' } }] }, { text: 'It is tortoise-02.' })
+  fake.enqueue(
+    { toolCalls: [{ name: 'memory_search', input: { query: 'what is the build server called?' } }] },
+    { text: 'It is tortoise-02.' },
+  )
   const r = await api.turn(b, { input: 'Which machine builds our code?' })
   t.equal(r.status, 200)
   t.equal(r.body.status, 'completed', 'no requires_action: the tool ran inside the loop')
@@ -96,7 +109,9 @@ t.test('compaction → indexing → recall by the agent in another session of th
   t.ok(src && JSON.stringify(src.data).includes('tortoise-02'), 'seq points back at the verbatim event')
 
   // Memory is offered with a guide, only to sessions with memory on.
-  const call = fake.requests.filter((x) => x.api === 'openai').find((x) => JSON.stringify(x.body).includes('Which machine builds our code?'))!
+  const call = fake.requests
+    .filter((x) => x.api === 'openai')
+    .find((x) => JSON.stringify(x.body).includes('Which machine builds our code?'))!
   t.match(call.body.messages[0].content, MEMORY_GUIDE.slice(0, 40))
   t.same(call.body.tools.map((x: any) => x.function.name).sort(), ['memory_search', 'note_delete', 'note_set'])
   const plain = await api.createSession({ model: 'openai:gpt-4o-mini' })
@@ -108,7 +123,10 @@ t.test('compaction → indexing → recall by the agent in another session of th
 
   // What is indexed: user and assistant text, not the summaries.
   const all = await api.get(`/v1/memory/search?q=${encodeURIComponent(SUMMARY_PREFIX.slice(0, 30))}&limit=20`)
-  t.notOk(all.body.results.some((x: any) => x.content.startsWith('[Context compacted]')), 'summaries are not memories')
+  t.notOk(
+    all.body.results.some((x: any) => x.content.startsWith('[Context compacted]')),
+    'summaries are not memories',
+  )
 })
 
 t.test('memory is strictly tenant-scoped', async (t) => {
@@ -135,11 +153,17 @@ t.test('deleting a session purges its memories', async (t) => {
   const h = await startBurrow(MEM)
   t.teardown(() => h.close())
   const sid = await h.api.createSession()
-  await h.api.post('/v1/memory', [{ content: 'Ephemeral fact: the kettle is broken.', session_id: sid }, { content: 'Lasting fact: the kettle is blue.' }])
+  await h.api.post('/v1/memory', [
+    { content: 'Ephemeral fact: the kettle is broken.', session_id: sid },
+    { content: 'Lasting fact: the kettle is blue.' },
+  ])
   t.equal((await h.api.get('/v1/memory/search?q=kettle')).body.results.length, 2)
   await h.api.delete(`/v1/sessions/${sid}`)
   const after = (await h.api.get('/v1/memory/search?q=kettle')).body.results
-  t.same(after.map((x: any) => x.content), ['Lasting fact: the kettle is blue.'])
+  t.same(
+    after.map((x: any) => x.content),
+    ['Lasting fact: the kettle is blue.'],
+  )
 })
 
 t.test('memory survives a restart and kill -9', async (t) => {
@@ -163,7 +187,10 @@ t.test('memory survives a restart and kill -9', async (t) => {
   server = await spawnServer(env)
   api = new Api(server.url)
   const files = await readdir(join(dataDir, 'memory', 'hnsw'))
-  t.ok(files.some((f) => /\.2\.bin$/.test(f)), 'the clean stop saved the index, covering both entries')
+  t.ok(
+    files.some((f) => /\.2\.bin$/.test(f)),
+    'the clean stop saved the index, covering both entries',
+  )
   const both = await api.get('/v1/memory/search?q=harbour lighthouse&limit=5')
   t.equal(both.body.results.length, 2, 'the saved index is loaded and complete')
   // Entries newer than the saved index survive a crash: on open they are added from LMDB.
@@ -181,74 +208,123 @@ t.test('memory survives a restart and kill -9', async (t) => {
   await exit
 })
 
-t.test('a damaged memory index file is rebuilt from LMDB: adds and searches answer normally, and a retried add adds nothing twice', async (t) => {
-  const env = { ...MEM, BURROW_API_KEYS: 'ka:alpha,kb:beta' }
-  const dim = new HashedEmbedder().dimensions
-  // Index files are named after a hash of the tenant (see tenantKey in src/memory/tenant-index-cache.ts).
-  const tenantKey = (tenant: string) => createHash('sha256').update(tenant).digest('hex').slice(0, 24)
-  const alphaKey = tenantKey('alpha')
-  const betaKey = tenantKey('beta')
-  const indexDir = (dataDir: string) => join(dataDir, 'memory', 'hnsw')
-  const filesOf = (dataDir: string, key: string) => readdirSync(indexDir(dataDir)).filter((f) => f.startsWith(`${key}.`))
-  const seeded = (n: number) => { let x = 3; return Buffer.from(Array.from({ length: n }, () => (x = (x * 1103515245 + 12345) % 2 ** 31) >>> 16 & 255)) }
-  const damages: Array<[string, (file: string, dataDir: string) => void]> = [
-    ['truncated', (f) => truncateSync(f, Math.floor(statSync(f).size / 2))],
-    ['zero-length', (f) => truncateSync(f, 0)],
-    ['random bytes', (f) => writeFileSync(f, seeded(statSync(f).size))],
-    ['built for another dimension', (f) => {
-      const other = new hnsw.HierarchicalNSW('cosine', dim / 2)
-      other.initIndex({ maxElements: 16, m: 16, efConstruction: 200, randomSeed: 100 })
-      for (let l = 0; l < 3; l++) other.addPoint(Array.from({ length: dim / 2 }, (_, i) => (i === l ? 1 : 0)), l)
-      other.writeIndexSync(f)
-    }],
-    ["another tenant's (whole, and plausible: beta's labels are alpha's too)", (f, dataDir) => copyFileSync(join(indexDir(dataDir), filesOf(dataDir, betaKey)[0]!), f)],
-  ]
-  const alphaFacts = ['The vault in Lisbon opens with the code saffron-47.', 'Our espresso machine is descaled every second Tuesday.', 'The tram to Belém leaves from Praça da Figueira.']
-  const betaFacts = ['Beta keeps its spare keys under the blue flowerpot.', 'Beta lunch orders go out at 11:30.', 'The beta printer is called inkwell-9.']
-  const damageWarnings = (logs: any[]) => logs.filter((l) => l.level === 40 && l.msg === 'memory index file is damaged: rebuilding the index from LMDB')
+t.test(
+  'a damaged memory index file is rebuilt from LMDB: adds and searches answer normally, and a retried add adds nothing twice',
+  async (t) => {
+    const env = { ...MEM, BURROW_API_KEYS: 'ka:alpha,kb:beta' }
+    const dim = new HashedEmbedder().dimensions
+    // Index files are named after a hash of the tenant (see tenantKey in src/memory/tenant-index-cache.ts).
+    const tenantKey = (tenant: string) => createHash('sha256').update(tenant).digest('hex').slice(0, 24)
+    const alphaKey = tenantKey('alpha')
+    const betaKey = tenantKey('beta')
+    const indexDir = (dataDir: string) => join(dataDir, 'memory', 'hnsw')
+    const filesOf = (dataDir: string, key: string) => readdirSync(indexDir(dataDir)).filter((f) => f.startsWith(`${key}.`))
+    const seeded = (n: number) => {
+      let x = 3
+      return Buffer.from(Array.from({ length: n }, () => ((x = (x * 1103515245 + 12345) % 2 ** 31) >>> 16) & 255))
+    }
+    const damages: Array<[string, (file: string, dataDir: string) => void]> = [
+      ['truncated', (f) => truncateSync(f, Math.floor(statSync(f).size / 2))],
+      ['zero-length', (f) => truncateSync(f, 0)],
+      ['random bytes', (f) => writeFileSync(f, seeded(statSync(f).size))],
+      [
+        'built for another dimension',
+        (f) => {
+          const other = new hnsw.HierarchicalNSW('cosine', dim / 2)
+          other.initIndex({ maxElements: 16, m: 16, efConstruction: 200, randomSeed: 100 })
+          for (let l = 0; l < 3; l++)
+            other.addPoint(
+              Array.from({ length: dim / 2 }, (_, i) => (i === l ? 1 : 0)),
+              l,
+            )
+          other.writeIndexSync(f)
+        },
+      ],
+      [
+        "another tenant's (whole, and plausible: beta's labels are alpha's too)",
+        (f, dataDir) => copyFileSync(join(indexDir(dataDir), filesOf(dataDir, betaKey)[0]!), f),
+      ],
+    ]
+    const alphaFacts = [
+      'The vault in Lisbon opens with the code saffron-47.',
+      'Our espresso machine is descaled every second Tuesday.',
+      'The tram to Belém leaves from Praça da Figueira.',
+    ]
+    const betaFacts = [
+      'Beta keeps its spare keys under the blue flowerpot.',
+      'Beta lunch orders go out at 11:30.',
+      'The beta printer is called inkwell-9.',
+    ]
+    const damageWarnings = (logs: any[]) =>
+      logs.filter((l) => l.level === 40 && l.msg === 'memory index file is damaged: rebuilding the index from LMDB')
 
-  for (const [name, damage] of damages) {
-    t.test(name, async (t) => {
-      const dataDir = await mkdtemp(join(tmpdir(), 'burrow-mem-damage-'))
-      t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-      let h = await startBurrow(env, { dataDir })
-      t.equal((await new Api(h.url, 'ka').post('/v1/memory', alphaFacts.map((content) => ({ content })))).status, 201)
-      t.equal((await new Api(h.url, 'kb').post('/v1/memory', betaFacts.map((content) => ({ content })))).status, 201)
-      await h.close()
-      const [file] = filesOf(dataDir, alphaKey)
-      t.equal(file, `${alphaKey}.3.bin`, 'the clean stop saved the index')
-      damage(join(indexDir(dataDir), file!), dataDir)
+    for (const [name, damage] of damages) {
+      t.test(name, async (t) => {
+        const dataDir = await mkdtemp(join(tmpdir(), 'burrow-mem-damage-'))
+        t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+        let h = await startBurrow(env, { dataDir })
+        t.equal(
+          (
+            await new Api(h.url, 'ka').post(
+              '/v1/memory',
+              alphaFacts.map((content) => ({ content })),
+            )
+          ).status,
+          201,
+        )
+        t.equal(
+          (
+            await new Api(h.url, 'kb').post(
+              '/v1/memory',
+              betaFacts.map((content) => ({ content })),
+            )
+          ).status,
+          201,
+        )
+        await h.close()
+        const [file] = filesOf(dataDir, alphaKey)
+        t.equal(file, `${alphaKey}.3.bin`, 'the clean stop saved the index')
+        damage(join(indexDir(dataDir), file!), dataDir)
 
-      // The first use of alpha's index after the damage is an add.
-      h = await startBurrow(env, { dataDir })
-      const alpha = new Api(h.url, 'ka')
-      const body = [{ content: 'Added after the damage: the lighthouse key hangs by the door, tag LH-2291.' }]
-      const first = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
-      t.equal(first.status, 201)
-      const retry = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
-      t.same(retry.body, first.body, 'the retry answers the first result')
-      const found = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('LH-2291 lighthouse key')}&limit=10`)
-      t.equal(found.status, 200)
-      t.equal(found.body.results.filter((r: any) => r.content.includes('LH-2291')).length, 1, 'stored once')
-      const vault = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('how do I open the vault in Lisbon?')}&limit=10`)
-      t.equal(vault.status, 200)
-      t.match(vault.body.results[0].content, /saffron-47/, 'the right passage first')
-      t.same(vault.body.results.map((r: any) => r.content).sort(), [...alphaFacts, body[0]!.content].sort(), "all of alpha's entries, none of beta's")
-      const warnings = damageWarnings(h.logs)
-      t.equal(warnings.length, 1, 'one warning')
-      t.match(warnings[0], { tenant_key: alphaKey, file: join(indexDir(dataDir), file!) })
-      await h.close()
+        // The first use of alpha's index after the damage is an add.
+        h = await startBurrow(env, { dataDir })
+        const alpha = new Api(h.url, 'ka')
+        const body = [{ content: 'Added after the damage: the lighthouse key hangs by the door, tag LH-2291.' }]
+        const first = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
+        t.equal(first.status, 201)
+        const retry = await alpha.post('/v1/memory', body, { headers: { 'idempotency-key': `damage-${name}` } })
+        t.same(retry.body, first.body, 'the retry answers the first result')
+        const found = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('LH-2291 lighthouse key')}&limit=10`)
+        t.equal(found.status, 200)
+        t.equal(found.body.results.filter((r: any) => r.content.includes('LH-2291')).length, 1, 'stored once')
+        const vault = await alpha.get(`/v1/memory/search?q=${encodeURIComponent('how do I open the vault in Lisbon?')}&limit=10`)
+        t.equal(vault.status, 200)
+        t.match(vault.body.results[0].content, /saffron-47/, 'the right passage first')
+        t.same(
+          vault.body.results.map((r: any) => r.content).sort(),
+          [...alphaFacts, body[0]!.content].sort(),
+          "all of alpha's entries, none of beta's",
+        )
+        const warnings = damageWarnings(h.logs)
+        t.equal(warnings.length, 1, 'one warning')
+        t.match(warnings[0], { tenant_key: alphaKey, file: join(indexDir(dataDir), file!) })
+        await h.close()
 
-      // Repaired: a fresh, whole file, which the next start loads without a word.
-      t.same(filesOf(dataDir, alphaKey).sort(), [`${alphaKey}.3.bin.damaged`, `${alphaKey}.4.bin`], 'the damaged file was moved aside, a fresh one saved')
-      t.equal(inspectIndexFile(join(indexDir(dataDir), `${alphaKey}.4.bin`), { dim, labelsBelow: 4 }).elements, 4)
-      h = await startBurrow(env, { dataDir })
-      t.match((await new Api(h.url, 'ka').get('/v1/memory/search?q=espresso descaled')).body.results[0].content, /espresso/)
-      t.same(damageWarnings(h.logs), [], 'loaded without a warning')
-      await h.close()
-    })
-  }
-})
+        // Repaired: a fresh, whole file, which the next start loads without a word.
+        t.same(
+          filesOf(dataDir, alphaKey).sort(),
+          [`${alphaKey}.3.bin.damaged`, `${alphaKey}.4.bin`],
+          'the damaged file was moved aside, a fresh one saved',
+        )
+        t.equal(inspectIndexFile(join(indexDir(dataDir), `${alphaKey}.4.bin`), { dim, labelsBelow: 4 }).elements, 4)
+        h = await startBurrow(env, { dataDir })
+        t.match((await new Api(h.url, 'ka').get('/v1/memory/search?q=espresso descaled')).body.results[0].content, /espresso/)
+        t.same(damageWarnings(h.logs), [], 'loaded without a warning')
+        await h.close()
+      })
+    }
+  },
+)
 
 t.test('session notes: REST, the agent, pinned through compaction', async (t) => {
   const h = await startBurrow(MEM, { fake: true })
@@ -268,16 +344,28 @@ t.test('session notes: REST, the agent, pinned through compaction', async (t) =>
   fake.enqueue({ toolCalls: [{ name: 'note_set', input: { key: 'user_name', value: 'Marguerite' } }] }, { text: 'I will remember.' })
   const r = await api.turn(id, { input: 'My name is Marguerite.' })
   t.equal(r.body.output_text, 'I will remember.')
-  for (let i = 0; i < 4; i++) { fake.enqueue({ text: `reply ${i}` }); await api.turn(id, { input: `more words to grow the history, round ${i}` }) }
+  for (let i = 0; i < 4; i++) {
+    fake.enqueue({ text: `reply ${i}` })
+    await api.turn(id, { input: `more words to grow the history, round ${i}` })
+  }
   const view = (await api.get(`/v1/sessions/${id}`)).body
   t.ok(view.compaction.compactions >= 1, 'compacted')
-  t.same(view.notes.map((n: any) => [n.key, n.value]), [['deadline', 'Ship by Friday'], ['user_name', 'Marguerite']])
+  t.same(
+    view.notes.map((n: any) => [n.key, n.value]),
+    [
+      ['deadline', 'Ship by Friday'],
+      ['user_name', 'Marguerite'],
+    ],
+  )
   const last = fake.requests.filter((x) => x.api === 'anthropic').at(-1)!
   t.match(last.body.system, /Session notes[\s\S]*- deadline: Ship by Friday[\s\S]*- user_name: Marguerite/, 'pinned into the system prompt')
 
   const del = await api.delete(`/v1/sessions/${id}/notes/deadline`)
   t.equal(del.status, 204)
-  t.same((await api.get(`/v1/sessions/${id}/notes`)).body.notes.map((n: any) => n.key), ['user_name'])
+  t.same(
+    (await api.get(`/v1/sessions/${id}/notes`)).body.notes.map((n: any) => n.key),
+    ['user_name'],
+  )
   const types = (await events(h, id)).map((e) => e.type)
   t.ok(types.includes('note_set') && types.includes('note_deleted'), 'note changes are events in the log')
 })
@@ -301,17 +389,43 @@ t.test('an OpenAI-compatible embeddings endpoint; changing the embedder re-index
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-embed-'))
   const { startFakeLlm } = await import('../../helpers/fake-llm-server.js')
   const fake = await startFakeLlm({ openaiKey: 'sk-test' })
-  t.teardown(async () => { await fake.close(); await rm(dataDir, { recursive: true, force: true }) })
+  t.teardown(async () => {
+    await fake.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
   // First with the offline embedder...
   let h = await startBurrow(MEM, { dataDir })
   await h.api.post('/v1/memory', [{ content: 'The orchard has forty pear trees.' }, { content: 'The boat is moored at pier seven.' }])
   await h.close()
   // ...then with an endpoint: the stored entries are embedded again, never mixed with the old vectors.
   // (BURROW_EMBEDDER is set too: the URL overrides it, with a warning.)
-  h = await startBurrow({ ...MEM, BURROW_EMBEDDER: 'use-lite', BURROW_EMBEDDINGS_URL: `${fake.url}/v1`, BURROW_EMBEDDINGS_MODEL: 'text-embedding-3-small', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: `${fake.url}/v1` }, { dataDir })
-  t.ok(h.logs.some((l) => l.level === 40 && l.msg === 'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint' && l.ignored === 'BURROW_EMBEDDER=use-lite'))
+  h = await startBurrow(
+    {
+      ...MEM,
+      BURROW_EMBEDDER: 'use-lite',
+      BURROW_EMBEDDINGS_URL: `${fake.url}/v1`,
+      BURROW_EMBEDDINGS_MODEL: 'text-embedding-3-small',
+      OPENAI_API_KEY: 'sk-test',
+      OPENAI_BASE_URL: `${fake.url}/v1`,
+    },
+    { dataDir },
+  )
+  t.ok(
+    h.logs.some(
+      (l) =>
+        l.level === 40 &&
+        l.msg === 'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint' &&
+        l.ignored === 'BURROW_EMBEDDER=use-lite',
+    ),
+  )
   t.teardown(() => h.close())
-  t.ok(h.logs.some((l) => l.msg === 'embedder changed: memory vectors are made again in the background' && String(l.to).startsWith('openai:text-embedding-3-small@')))
+  t.ok(
+    h.logs.some(
+      (l) =>
+        l.msg === 'embedder changed: memory vectors are made again in the background' &&
+        String(l.to).startsWith('openai:text-embedding-3-small@'),
+    ),
+  )
   const r = await h.api.get('/v1/memory/search?q=pear trees orchard')
   t.match(r.body.results[0].content, /pear trees/, 'the keyword side finds it whatever the vectors are')
   // The tenant's first use starts embedding its stored entries again, through the endpoint.
@@ -332,7 +446,13 @@ t.test('an embeddings endpoint that does not answer fails start-up clearly', asy
   const { StartupError } = await import('../../../src/app/startup-error.js')
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-embed-down-'))
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-  const config = loadConfig({ ...MEM, BURROW_DATA_DIR: dataDir, PORT: '0', BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1', BURROW_EMBEDDINGS_MODEL: 'm' })
+  const config = loadConfig({
+    ...MEM,
+    BURROW_DATA_DIR: dataDir,
+    PORT: '0',
+    BURROW_EMBEDDINGS_URL: 'http://127.0.0.1:9/v1',
+    BURROW_EMBEDDINGS_MODEL: 'm',
+  })
   const err = await createBurrow(config, { logger: createLogger('silent'), defaultMetrics: false }).catch((e: unknown) => e)
   t.type(err, StartupError)
   t.match((err as Error).message, /embeddings endpoint http:\/\/127\.0\.0\.1:9\/v1 .* did not answer/)
@@ -365,7 +485,11 @@ t.test('managing memory over REST: ids and metadata on hits, filters, paging, ge
   t.equal(wiki.body.results.length, 2, 'limit hits among the matching ones')
   t.ok(wiki.body.results.every((x: any) => x.metadata.source === 'wiki'))
   const two = await alpha.get('/v1/memory/search?q=restart&metadata.source=wiki&metadata.doc.part=3')
-  t.same(two.body.results.map((x: any) => x.id), [ids[3]], 'every pair must match')
+  t.same(
+    two.body.results.map((x: any) => x.id),
+    [ids[3]],
+    'every pair must match',
+  )
 
   const seen: string[] = []
   let url: string | null = '/v1/memory?limit=4'
@@ -378,16 +502,30 @@ t.test('managing memory over REST: ids and metadata on hits, filters, paging, ge
   }
   t.same(seen, ids, 'paging to the end: every entry once, in insertion order')
   const bySession = await alpha.get(`/v1/memory?session_id=${sid}&metadata.source=runbook`)
-  t.same(bySession.body.items.map((e: any) => e.id), [ids[1], ids[2]])
+  t.same(
+    bySession.body.items.map((e: any) => e.id),
+    [ids[1], ids[2]],
+  )
   t.equal(bySession.body.next_cursor, null)
 
   const one = await alpha.get(`/v1/memory/${ids[5]}`)
   t.equal(one.status, 200)
-  t.match(one.body, { id: ids[5], content: /Runbook step 5/, session_id: null, turn: null, seq: null, metadata: docs[5]!.metadata, created_at: String })
+  t.match(one.body, {
+    id: ids[5],
+    content: /Runbook step 5/,
+    session_id: null,
+    turn: null,
+    seq: null,
+    metadata: docs[5]!.metadata,
+    created_at: String,
+  })
 
   // Another tenant's id answers exactly like an unknown one.
   const unknown = '01900000-0000-7000-8000-00000000beef'
-  for (const [api, id] of [[beta, ids[5]], [alpha, unknown]] as const) {
+  for (const [api, id] of [
+    [beta, ids[5]],
+    [alpha, unknown],
+  ] as const) {
     const g = await api.get(`/v1/memory/${id}`)
     const d = await api.delete(`/v1/memory/${id}`)
     t.match([g.status, g.body.code, d.status, d.body.code], [404, 'MEMORY_NOT_FOUND', 404, 'MEMORY_NOT_FOUND'])
@@ -401,7 +539,10 @@ t.test('managing memory over REST: ids and metadata on hits, filters, paging, ge
   t.equal((await alpha.get(`/v1/memory/${ids[3]}`)).status, 404)
   t.equal((await alpha.delete(`/v1/memory/${ids[3]}`)).status, 404)
   const after = await alpha.get('/v1/memory/search?q=restart%20ingest%20worker%20step%203&limit=20')
-  t.notOk(after.body.results.some((x: any) => x.id === ids[3]), 'a deleted entry is no longer found')
+  t.notOk(
+    after.body.results.some((x: any) => x.id === ids[3]),
+    'a deleted entry is no longer found',
+  )
   t.equal(after.body.results.length, 8)
   t.equal((await alpha.get('/v1/memory?limit=100')).body.items.length, 8)
 
@@ -454,8 +595,19 @@ t.test('POST /v1/memory answers before the vector index takes the entries; /metr
   t.teardown(() => h.close())
   const backlog = async () => Number(/^burrow_memory_index_backlog (\d+)$/m.exec(await (await fetch(`${h.url}/metrics`)).text())?.[1])
   t.equal(await backlog(), 0, 'nothing waits before any entry')
-  const texts = Array.from({ length: 1000 }, (_, i) => `Entry ${i}: the ${['barn', 'mill', 'forge', 'quay'][i % 4]} log number ${i * 37 % 1000} was signed by clerk ${i % 23}.`)
-  t.equal((await h.api.post('/v1/memory', texts.map((content) => ({ content })))).status, 201)
+  const texts = Array.from(
+    { length: 1000 },
+    (_, i) => `Entry ${i}: the ${['barn', 'mill', 'forge', 'quay'][i % 4]} log number ${(i * 37) % 1000} was signed by clerk ${i % 23}.`,
+  )
+  t.equal(
+    (
+      await h.api.post(
+        '/v1/memory',
+        texts.map((content) => ({ content })),
+      )
+    ).status,
+    201,
+  )
   const waiting = await backlog()
   t.ok(waiting > 0 && waiting <= 1000, `the answer did not wait for the index (${waiting} entries still waiting)`)
   const hit = (await h.api.get(`/v1/memory/search?q=${encodeURIComponent(texts[999]!)}&limit=1`)).body.results[0]

@@ -22,7 +22,11 @@ t.test('ops endpoints, logs and metrics', async (t) => {
     const r = await api.get('/v1/capabilities')
     const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8'))
     t.same(r.body, {
-      session_store: false, memory_store: false, session_compaction: false, version: pkg.version, auth: false,
+      session_store: false,
+      memory_store: false,
+      session_compaction: false,
+      version: pkg.version,
+      auth: false,
       default_model: 'offline:echo',
       providers: [
         { name: 'anthropic', configured: true, offline: false, default_model: 'anthropic:claude-sonnet-4-5' },
@@ -101,7 +105,12 @@ t.test('CORS for configured origins', async (t) => {
   const h = await startBurrow({ BURROW_CORS_ORIGINS: 'https://dash.example.com' })
   t.teardown(() => h.close())
   const pre = await fetch(`${h.url}/v1/sessions`, {
-    method: 'OPTIONS', headers: { origin: 'https://dash.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,idempotency-key' },
+    method: 'OPTIONS',
+    headers: {
+      origin: 'https://dash.example.com',
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'authorization,content-type,idempotency-key',
+    },
   })
   t.equal(pre.status, 204)
   t.equal(pre.headers.get('access-control-allow-origin'), 'https://dash.example.com')

@@ -35,20 +35,39 @@ t.test('read, list, archive, delete over REST', async (t) => {
   const v = await api.get(`/v1/sessions/${id}`)
   t.equal(v.status, 200)
   t.match(v.body, {
-    session_id: id, status: 'active', model: 'offline:echo', metadata: { project: 'x' }, turn_count: 1, last_seq: 4,
+    session_id: id,
+    status: 'active',
+    model: 'offline:echo',
+    metadata: { project: 'x' },
+    turn_count: 1,
+    last_seq: 4,
     messages: [{ role: 'user' }, { role: 'assistant', content: [{ type: 'text', text: 'echo: hello' }] }],
-    usage: { by_turn: [{ turn: 1 }] }, tool_stats: {}, compaction: null, memory: false, pending_tool_calls: [], running: false,
+    usage: { by_turn: [{ turn: 1 }] },
+    tool_stats: {},
+    compaction: null,
+    memory: false,
+    pending_tool_calls: [],
+    running: false,
   })
 
   t.test('list: newest first, paginated, filtered', async (t) => {
     const ids = [id]
     for (let i = 0; i < 4; i++) ids.push(await api.createSession())
     const p1 = await api.get('/v1/sessions?limit=2')
-    t.same(p1.body.items.map((i: any) => i.session_id), [ids[4], ids[3]])
+    t.same(
+      p1.body.items.map((i: any) => i.session_id),
+      [ids[4], ids[3]],
+    )
     const p2 = await api.get(`/v1/sessions?limit=2&cursor=${p1.body.next_cursor}`)
-    t.same(p2.body.items.map((i: any) => i.session_id), [ids[2], ids[1]])
+    t.same(
+      p2.body.items.map((i: any) => i.session_id),
+      [ids[2], ids[1]],
+    )
     const p3 = await api.get(`/v1/sessions?limit=2&cursor=${p2.body.next_cursor}`)
-    t.same(p3.body.items.map((i: any) => i.session_id), [ids[0]])
+    t.same(
+      p3.body.items.map((i: any) => i.session_id),
+      [ids[0]],
+    )
     t.equal(p3.body.next_cursor, null)
     const bad = await api.get('/v1/sessions?cursor=not-ours')
     t.equal(bad.status, 400)
@@ -99,7 +118,10 @@ t.test('read, list, archive, delete over REST', async (t) => {
 t.test('restart: sessions, seqs, replay and idempotency survive', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-restart-'))
   const fake = await startFakeLlm({ openaiKey: 'sk-test', anthropicKey: 'ak-test' })
-  t.teardown(async () => { await fake.close(); await rm(dataDir, { recursive: true, force: true }) })
+  t.teardown(async () => {
+    await fake.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
   let h = await startBurrow(LMDB, { dataDir, fakeServer: fake })
   const id = await h.api.createSession({ model: 'openai:gpt-4o-mini' })
   fake.enqueue({ text: 'first answer' })
@@ -123,7 +145,11 @@ t.test('restart: sessions, seqs, replay and idempotency survive', async (t) => {
   t.equal(second.body.turn, 2)
   t.equal(second.body.first_seq, 5, 'seqs continue after the restart')
   const frames = (await replay.until((f) => f.event === 'turn_completed' && f.data.turn === 2)).filter((f) => f.id)
-  t.same(frames.map((f) => f.data.seq), [3, 4, 5, 6, 7], 'replay from the log, then live, no gap, no duplicate')
+  t.same(
+    frames.map((f) => f.data.seq),
+    [3, 4, 5, 6, 7],
+    'replay from the log, then live, no gap, no duplicate',
+  )
   const v = await h.api.get(`/v1/sessions/${id}`)
   t.equal(v.body.turn_count, 2)
   t.equal(v.body.messages.length, 4)
@@ -154,16 +180,21 @@ t.test('a replay that runs while turns append is gapless and duplicate-free', as
   const id = await h.api.createSession()
   for (let i = 0; i < 150; i++) await h.api.turn(id, { input: `history ${i}` })
   const s = await h.api.sse(`/v1/sessions/${id}/events?after=0`)
-  const appending = (async () => { for (let i = 0; i < 30; i++) await h.api.turn(id, { input: `live ${i}` }) })()
+  const appending = (async () => {
+    for (let i = 0; i < 30; i++) await h.api.turn(id, { input: `live ${i}` })
+  })()
   await appending
   const last = (await h.api.get(`/v1/sessions/${id}`)).body.last_seq
   const frames = (await s.until((f) => f.data.seq === last && !!f.id, 10_000)).filter((f) => f.id)
   s.close()
   t.equal(frames.length, last)
-  t.ok(frames.every((f, i) => f.data.seq === i + 1), `seqs 1..${last} exactly once, in order`)
+  t.ok(
+    frames.every((f, i) => f.data.seq === i + 1),
+    `seqs 1..${last} exactly once, in order`,
+  )
 })
 
-t.test('a replay far longer than the live queue is delivered whole, at the reader\'s pace', async (t) => {
+t.test("a replay far longer than the live queue is delivered whole, at the reader's pace", async (t) => {
   const h = await startBurrow({ ...LMDB, BURROW_SSE_QUEUE_LIMIT: '16', BURROW_EVENT_BUFFER: '8', BURROW_DURABILITY: 'relaxed' })
   t.teardown(() => h.close())
   const id = await h.api.createSession()
@@ -203,22 +234,35 @@ t.test('rebuild(log) == snapshot after a long random session', async (t) => {
   t.teardown(() => h.close())
   const { api, fake } = h
   let seed = 42
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
-  const tools = [{ name: 'lookup', input_schema: { type: 'object' } }, { name: 'save', input_schema: { type: 'object' } }]
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+  const tools = [
+    { name: 'lookup', input_schema: { type: 'object' } },
+    { name: 'save', input_schema: { type: 'object' } },
+  ]
   const id = await api.createSession({ model: 'anthropic:claude-sonnet-4-5', tools, max_total_tokens: 10_000_000 })
   let pending: any[] = []
   for (let step = 0; step < 120; step++) {
     const r = rnd()
     if (pending.length > 0) {
-      if (r < 0.2) { await api.post(`/v1/sessions/${id}/interrupt`); pending = []; continue }
+      if (r < 0.2) {
+        await api.post(`/v1/sessions/${id}/interrupt`)
+        pending = []
+        continue
+      }
       if (r < 0.4) fake.enqueue({ toolCalls: [{ name: 'save', input: { n: step } }] })
       else fake.enqueue({ text: `after tools ${step}` })
-      const res = await api.turn(id, { tool_results: pending.map((c) => ({ tool_call_id: c.id, content: `result ${step}`, is_error: rnd() < 0.3 })) })
+      const res = await api.turn(id, {
+        tool_results: pending.map((c) => ({ tool_call_id: c.id, content: `result ${step}`, is_error: rnd() < 0.3 })),
+      })
       pending = res.body.status === 'requires_action' ? res.body.tool_calls : []
       continue
     }
     if (r < 0.45) fake.enqueue({ text: `answer ${step}`, usage: { input_tokens: 10 + step, output_tokens: 3 } })
-    else if (r < 0.7) fake.enqueue({ text: 'let me check', toolCalls: [{ name: 'lookup', input: { step } }, ...(rnd() < 0.5 ? [{ name: 'save', input: {} }] : [])] })
+    else if (r < 0.7)
+      fake.enqueue({
+        text: 'let me check',
+        toolCalls: [{ name: 'lookup', input: { step } }, ...(rnd() < 0.5 ? [{ name: 'save', input: {} }] : [])],
+      })
     else if (r < 0.8) fake.enqueue({ toolCalls: [{ name: 'ghost', input: {} }] }, { text: 'no such tool' })
     else if (r < 0.9) fake.enqueue({ status: 500 }, { status: 500 }, { status: 500 })
     else fake.enqueue({ text: 'cut', malformed: 'truncated' })
@@ -252,17 +296,30 @@ t.test('a log that moved under the service is INTERNAL, logged, and the session 
   // exists to prevent); the live session's next commit then conflicts with the log.
   const repo = (h.burrow.service as unknown as { repo: import('../../../src/core/stores.js').SessionRepository }).repo
   const stored = (await repo.sessions.get(id))!
-  const e = { seq: stored.last_seq + 1, session_id: id, turn: 1, type: 'memory_indexed' as const, at: new Date().toISOString(), data: { entries: 0 } }
+  const e = {
+    seq: stored.last_seq + 1,
+    session_id: id,
+    turn: 1,
+    type: 'memory_indexed' as const,
+    at: new Date().toISOString(),
+    data: { entries: 0 },
+  }
   await repo.commit([e], { ...stored, last_seq: e.seq, updated_at: e.at })
   const r = await h.api.turn(id, { input: 'conflicts' }, { headers: { 'x-request-id': 'req-conflict' } })
   t.equal(r.status, 500)
   t.equal(r.body.code, 'INTERNAL')
   t.equal(r.body.detail, 'Internal error.', 'no internals leak to the client')
   t.notMatch(JSON.stringify(r.body), /seq|order|stack/i)
-  t.ok(h.logs.some((l) => l.request_id === 'req-conflict' && l.level >= 50 && l.err), 'the cause is logged with the request id')
+  t.ok(
+    h.logs.some((l) => l.request_id === 'req-conflict' && l.level >= 50 && l.err),
+    'the cause is logged with the request id',
+  )
   const next = await h.api.turn(id, { input: 'after the conflict' })
   t.equal(next.status, 200, 'the session reloads from the log')
   t.equal(next.body.first_seq, e.seq + 1)
   const events = await allEvents(h, id)
-  t.ok(events.every((x, i) => x.seq === i + 1), 'still gapless')
+  t.ok(
+    events.every((x, i) => x.seq === i + 1),
+    'still gapless',
+  )
 })

@@ -53,7 +53,10 @@ for (const mode of MODES) {
       for (const f of rejected) {
         const [from, to] = f.data.rejected_seq_range
         const inRange = log.filter((e) => e.seq >= from && e.seq <= to)
-        t.ok(inRange.some((e) => e.type === 'turn_started' && JSON.stringify(e.data.input).includes(POISON)), 'the range holds the rejected input')
+        t.ok(
+          inRange.some((e) => e.type === 'turn_started' && JSON.stringify(e.data.input).includes(POISON)),
+          'the range holds the rejected input',
+        )
         t.equal(to, f.seq - 1)
       }
       if (mode.persistent) {
@@ -69,7 +72,9 @@ t.test('lmdb: a rejected turn with tool calls rolls back whole, across a restart
   const first = await startBurrow(MODES[1].env, { fake: true })
   const dataDir = first.dataDir
   const fake = first.fake
-  t.teardown(async () => { await fake.close() })
+  t.teardown(async () => {
+    await fake.close()
+  })
   const id = await first.api.createSession({ model: 'openai:gpt-4o-mini', tools: [{ name: 'look', input_schema: { type: 'object' } }] })
   fake.enqueue({ api: 'openai', text: 'ok' })
   t.equal((await first.api.turn(id, { input: 'before' })).status, 200)
@@ -87,12 +92,18 @@ t.test('lmdb: a rejected turn with tool calls rolls back whole, across a restart
   await first.burrow.close()
 
   const second = await startBurrow(MODES[1].env, { fakeServer: fake, dataDir })
-  t.teardown(async () => { await second.close(); await import('node:fs/promises').then((f) => f.rm(dataDir, { recursive: true, force: true })) })
+  t.teardown(async () => {
+    await second.close()
+    await import('node:fs/promises').then((f) => f.rm(dataDir, { recursive: true, force: true }))
+  })
   const after = (await second.api.get(`/v1/sessions/${id}`)).body
   t.same(after.messages, before.messages, 'the stored history survives the restart')
   t.notOk(JSON.stringify(after.messages).includes(POISON))
   t.notOk(JSON.stringify(after.messages).includes('a huge image'))
-  t.same(after.messages.map((m: any) => m.role), ['user', 'assistant', 'user', 'assistant'])
+  t.same(
+    after.messages.map((m: any) => m.role),
+    ['user', 'assistant', 'user', 'assistant'],
+  )
   fake.enqueue({ api: 'openai', text: 'still fine' })
   t.equal((await second.api.turn(id, { input: 'again' })).status, 200)
   const sent = JSON.stringify(fake.requests.at(-1)!.body)

@@ -9,7 +9,10 @@ function median(xs: number[]): number {
 }
 
 t.test('a large session of another tenant costs what an unknown id costs', async (t) => {
-  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta', BURROW_MAX_LIVE_SESSIONS: '1', BURROW_DURABILITY: 'relaxed' }, { token: 'ka' })
+  const h = await startBurrow(
+    { BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta', BURROW_MAX_LIVE_SESSIONS: '1', BURROW_DURABILITY: 'relaxed' },
+    { token: 'ka' },
+  )
   t.teardown(() => h.close())
   const big = await h.api.createSession()
   const chunk = 'z'.repeat(50_000)
@@ -20,11 +23,18 @@ t.test('a large session of another tenant costs what an unknown id costs', async
   const other = await h.api.get(`/v1/sessions/${big}`, asBeta)
   const none = await h.api.get(`/v1/sessions/${unknown}`, asBeta)
   t.equal(other.status, 404)
-  t.same({ ...other.body, request_id: 0, detail: other.body.detail.replace(big, 'ID') }, { ...none.body, request_id: 0, detail: none.body.detail.replace(unknown, 'ID') }, 'the same body')
+  t.same(
+    { ...other.body, request_id: 0, detail: other.body.detail.replace(big, 'ID') },
+    { ...none.body, request_id: 0, detail: none.body.detail.replace(unknown, 'ID') },
+    'the same body',
+  )
 
   const times = { other: [] as number[], none: [] as number[], own: [] as number[] }
   for (let i = 0; i < 15; i++) {
-    for (const [k, path, opts] of [['other', big, asBeta], ['none', unknown, asBeta]] as const) {
+    for (const [k, path, opts] of [
+      ['other', big, asBeta],
+      ['none', unknown, asBeta],
+    ] as const) {
       const t0 = performance.now()
       await h.api.get(`/v1/sessions/${path}`, opts)
       times[k].push(performance.now() - t0)
@@ -38,5 +48,5 @@ t.test('a large session of another tenant costs what an unknown id costs', async
   const [other_, none_, own_] = [median(times.other), median(times.none), median(times.own)]
   t.comment(`median ms: other tenant ${other_.toFixed(2)}, unknown ${none_.toFixed(2)}, owner loading it ${own_.toFixed(2)}`)
   t.ok(own_ > 4 * none_, 'loading the session is measurably slower (the test can tell)')
-  t.ok(other_ < 2 * none_ + 1, 'another tenant\'s id answers as fast as an unknown one')
+  t.ok(other_ < 2 * none_ + 1, "another tenant's id answers as fast as an unknown one")
 })

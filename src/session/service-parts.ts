@@ -1,0 +1,45 @@
+import type { ProviderRegistry } from '../core/llm.js'
+import type { Logger } from '../core/logger.js'
+import type { MemoryStore } from '../core/memory-store.js'
+import type { EffectiveCompaction } from '../core/session-record.js'
+import type { SessionRepository } from '../core/stores.js'
+import type { Telemetry } from '../core/telemetry.js'
+import type { Authenticator } from './authenticator.js'
+import type { CompactionController } from './compaction-controller.js'
+import type { EventHub } from './event-hub.js'
+import type { LiveSessions } from './live-sessions.js'
+import type { TurnRunner } from './turn-runner.js'
+
+export interface ServiceCapabilities {
+  session_store: boolean
+  memory_store: boolean
+  session_compaction: boolean
+}
+
+/** Semantic memory as the service uses it (the `memory-store` capability). */
+export interface MemoryPort {
+  readonly store: MemoryStore
+  /** When compaction feeds memory: the indexer, which tells the service what it indexed (recorded as `memory_indexed`). */
+  readonly indexer?: { onIndexed(listener: (tenant: string, sessionId: string, entries: number) => Promise<void>): void } | undefined
+}
+
+/** The parts a LocalSessionService is made of; `app/` wires them. */
+export interface LocalSessionServiceParts {
+  /** Where sessions are kept: LMDB, PostgreSQL, or the null repository (ephemeral mode). */
+  repository: SessionRepository
+  /** The live-session table, over the same repository and hub. */
+  sessions: LiveSessions
+  hub: EventHub
+  runner: TurnRunner
+  /** Present when the `session-compaction` capability is on. */
+  compaction?: CompactionController | undefined
+  /** Present when the `memory-store` capability is on. */
+  memory?: MemoryPort | undefined
+  auth: Authenticator
+  providers: ProviderRegistry
+  telemetry: Telemetry
+  logger: Logger
+  version: string
+  capabilities: ServiceCapabilities
+  compactionDefaults: EffectiveCompaction
+}
