@@ -9,12 +9,13 @@ import { matchesMetadata, type Embedder, type MemoryEntry, type MemoryHit, type 
 import { termFrequencies } from './bm25.js'
 import type { KeywordIndex } from './keyword-index.js'
 import { buildKeywordIndex } from './keyword-build.js'
-import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
+import { DEFAULT_HNSW, type HnswParams } from './hnsw-params.js'
+import { removeSavedIndexes } from './index-dir.js'
 import { memoryProbe, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
 import { openUpgraded } from './memory-upgrade.js'
 import { encodeBlock, withoutLabels } from './posting-blocks.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
-import { CANDIDATES, cosine, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
+import { CANDIDATES, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
 import { tokenize } from './text-features.js'
 
@@ -34,7 +35,7 @@ const ENTRIES = 'memory entries'
 /**
  * Semantic memory on LMDB + hnswlib. LMDB holds the truth (entries and their keyword
  * postings, in blocks); vectors are derived from the content, and each tenant's HNSW index
- * is a cache (see TenantIndexCache): filled in the background after `add()` acknowledges,
+ * is a cache (see TenantIndexCache), held by a worker thread: filled in the background after `add()` acknowledges,
  * saved as it grows and at close, checked before it is loaded, rebuilt from LMDB when
  * damaged, and completed by an exact scan of whatever it does not cover yet — so nothing
  * acknowledged is lost to a crash and no state of the index file fails a request. Every
@@ -45,7 +46,6 @@ const ENTRIES = 'memory entries'
  * again once the disk does. An `add()` whose entries are committed always succeeds.
  */
 export class HnswMemoryStore implements MemoryStore {
-  private readonly indexes = new Map<string, TenantIndex>()
   /** Per tenant, the keyword statistics in memory (a cache of the postings in LMDB, built on first search). */
   private readonly keywords = new Map<string, KeywordIndex>()
   private readonly cache: TenantIndexCache
@@ -60,7 +60,7 @@ export class HnswMemoryStore implements MemoryStore {
     this.efHybrid = params.efHybrid
     mkdirSync(this.indexDir, { recursive: true })
     this.writes = new WriteHealth(memoryProbe(db))
-    this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
+    this.cache = new TenantIndexCache(db, this.writes, {
       dir: this.indexDir, dim: opts.embedder.dimensions, params, embedder: opts.embedder,
       saveEvery: opts.saveEvery ?? 1000, saveGrowth: opts.saveGrowth ?? 0.2, logger: opts.logger ?? SILENT_LOGGER,
     })
@@ -68,11 +68,13 @@ export class HnswMemoryStore implements MemoryStore {
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
     const db = await openUpgraded(opts.dataDir, opts.durability, opts.logger ?? SILENT_LOGGER)
+    let store: HnswMemoryStore | undefined
     try {
-      const store = new HnswMemoryStore(db, opts)
+      store = new HnswMemoryStore(db, opts)
       await store.checkEmbedder()
       return store
     } catch (err) {
+      await store?.cache.close().catch(() => undefined)
       await db.root.close().catch(() => undefined)
       throw err
     }
@@ -111,7 +113,7 @@ export class HnswMemoryStore implements MemoryStore {
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
-    for (const tenant of tenants) this.cache.get(tenant)
+    for (const tenant of tenants) this.cache.open(tenant)
     const deleted = await this.writes.run(() => this.db.entries.childTransaction(() => {
       // Checked in the transaction that would write: a deletion is either before it (and
       // nothing is added) or after it (and removes these entries too).
@@ -155,16 +157,26 @@ export class HnswMemoryStore implements MemoryStore {
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
-    let vector: Ranked[] = []
+    let vectorSide: Promise<Ranked[]> | undefined
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      vector = filtered ? this.exact(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
+      vectorSide = filtered ? this.cache.scoreLabels(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
     }
-    // After the embedder's await: read in one synchronous step with the keyword index.
-    const keywords = this.keywordIndex(q.tenant)
-    const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
+    // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
+    let keyword: Ranked[] = []
+    let exact: Set<number> | undefined
+    try {
+      const keywords = this.keywordIndex(q.tenant)
+      if (mode !== 'vector') keyword = keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
+      if (mode === 'hybrid') exact = exactMatches(keywords, q.text)
+    } catch (err) {
+      void vectorSide?.catch(() => undefined)
+      throw err
+    }
+    const vector = vectorSide ? await vectorSide : []
     const hits: MemoryHit[] = []
-    for (const r of rank(mode, vector, keyword, q.limit, mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined, fusionFor(this.opts.embedder.id))) {
+    for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }
@@ -186,16 +198,6 @@ export class HnswMemoryStore implements MemoryStore {
       for (const { key, value } of this.db.entries.getRange({ start: [q.tenant, 0], end: [q.tenant, Infinity] })) keep(key[1], value)
     }
     return labels
-  }
-
-  /** Exact cosine over the given labels' vectors (those not embedded again yet after a restart are left to the keywords). */
-  private exact(tenant: string, labels: Iterable<number>, v: readonly number[], k: number): Ranked[] {
-    const out: Ranked[] = []
-    for (const label of labels) {
-      const vector = this.cache.vectorOf(tenant, label)
-      if (vector) out.push({ label, score: cosine(v, vector) })
-    }
-    return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
   }
 
   /** The tenant's keyword index: in memory, else built from its posting blocks in LMDB. */
@@ -360,18 +362,21 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   /** Throws the tenant's index away and builds it again from the entries in LMDB, embedding them again (for measurements). */
-  rebuildIndex(tenant: string): Promise<TenantIndex> {
+  rebuildIndex(tenant: string): Promise<void> {
     return this.cache.rebuildNow(tenant)
   }
 
-  /** Drops the tenant's in-memory index; the next use loads it from its file (for measurements). */
-  unload(tenant: string): void {
-    this.indexes.delete(tenant)
+  /**
+   * Labels the tenant's HNSW index covers (0 while it loads), asking the index worker for it —
+   * its checked saved file, else a fresh one filled from LMDB — when it does not hold it yet.
+   */
+  indexCovered(tenant: string): number {
+    return this.cache.covered(tenant)
   }
 
-  /** The tenant's index: in memory, else its checked saved file, else a fresh one being filled from LMDB. */
-  indexFor(tenant: string): TenantIndex {
-    return this.cache.get(tenant)
+  /** Stops the index worker as a crash would (for tests): logged, started again, indexes reopened; no call fails. */
+  crashIndexWorker(): Promise<void> {
+    return this.cache.crashWorker()
   }
 
   private assertOpen(): void {

@@ -116,7 +116,7 @@ t.test('while an index is rebuilt in the background, searches answer at once —
     // What has no vector yet is still found by its words (the keyword index does not wait for vectors).
     t.ok((await store.search({ tenant: 'acme', text: texts[700 + i]!, limit: 2, mode: 'keyword' })).some((h) => h.entry.content === texts[700 + i]), `found by its words: ${texts[700 + i]}`)
   }
-  t.ok(store.indexFor('acme').covered < texts.length, 'the rebuild does not hold the first search: it goes on in the background')
+  t.ok(store.indexCovered('acme') < texts.length, 'the rebuild does not hold the first search: it goes on in the background')
   // Just-added entries are found by their vectors at once, before the rebuild reaches them.
   await store.add([entry('A brand new note about the lighthouse keeper.')])
   t.match((await store.search({ tenant: 'acme', text: 'brand new note about the lighthouse keeper', limit: 1, mode: 'vector' }))[0]?.entry.content, /lighthouse/)

@@ -1,0 +1,195 @@
+import { TenantIndex } from './hnsw-index.js'
+import { DamagedIndexError } from './index-file.js'
+import { moveAside } from './index-dir.js'
+import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, OpenReply, ScoreReply, SearchReply, WriteReply } from './index-worker-protocol.js'
+
+/**
+ * Milliseconds of inserts between two turns of the worker's event loop: a search or any other
+ * request waits at most about this long behind a backlog of inserts.
+ */
+const SLICE_MS = 4
+
+interface Batch { labels: Float64Array; vectors: Float32Array; upTo: number; at: number }
+
+interface Hosted {
+  index: TenantIndex
+  epoch: number
+  /** Inserts waiting, in label order. */
+  queue: Batch[]
+  /** Labels deleted while they waited in the queue: skipped. */
+  dropped: Set<number>
+  /** covered and dirty as last reported. */
+  reported: { covered: number; dirty: number }
+}
+
+/** A request the host cannot answer; `broken`: a native call on the index threw. */
+class HostError extends Error {
+  constructor(message: string, readonly broken = false) { super(message) }
+}
+
+/**
+ * The tenants' HNSW indexes inside the index worker (index-worker.ts wires it to its port):
+ * every hnswlib call of the store happens here. Inserts are queued and made a slice at a time
+ * (SLICE_MS), so requests — searches first of all — are answered between slices; after each
+ * slice the worker reports how far each index got (`progress`). Requests are answered in the
+ * order they come, so an index is always opened before it is searched, and a deletion applied
+ * before a later search or write.
+ */
+export class IndexHost {
+  private readonly hosted = new Map<string, Hosted>()
+  private scheduled = false
+
+  constructor(private readonly data: IndexWorkerData, private readonly post: (m: FromWorker, transfer?: ArrayBuffer[]) => void) {}
+
+  /** Handles one message from the main thread. */
+  receive(m: (IndexRequest & { id: number }) | IndexNotice): void {
+    if (m.type === 'add' || m.type === 'delete' || m.type === 'saved') return this.notice(m)
+    try {
+      const [value, transfer] = this.answer(m)
+      this.post({ type: 'reply', id: m.id, ok: true, value }, transfer)
+    } catch (err) {
+      this.post({ type: 'reply', id: m.id, ok: false, message: (err as Error).message, ...(err instanceof HostError && err.broken ? { broken: true } : {}) })
+    }
+  }
+
+  private notice(m: IndexNotice): void {
+    const h = this.hosted.get(m.key)
+    if (!h) return
+    if (m.type === 'add') {
+      if (m.epoch !== h.epoch) return
+      h.queue.push({ labels: m.labels, vectors: m.vectors, upTo: m.upTo, at: 0 })
+      this.schedule()
+    } else if (m.type === 'delete') {
+      for (const label of m.labels) {
+        if (label < h.index.covered) h.index.remove(label)
+        else h.dropped.add(label)
+      }
+      this.report(m.key, h)
+    } else if (m.epoch === h.epoch) {
+      h.index.dirty = Math.max(0, h.index.dirty - m.changes)
+      h.reported.dirty = h.index.dirty
+    }
+  }
+
+  private answer(m: IndexRequest & { id: number }): [unknown, ArrayBuffer[]?] {
+    if (m.type === 'open') return [this.open(m)]
+    if (m.type === 'flush') {
+      this.insert(performance.now() + m.ms)
+      return [null]
+    }
+    const h = this.hosted.get(m.key)
+    if (!h) throw new HostError(`no index is open for ${m.key}`)
+    if (m.type === 'search') {
+      let found
+      try {
+        found = h.index.search(Array.from(m.vector), m.k, undefined, m.ef)
+      } catch (err) {
+        throw new HostError(`searching the index failed: ${(err as Error).message}`, true)
+      }
+      const reply: SearchReply = { labels: new Float64Array(found.length), scores: new Float64Array(found.length), covered: h.index.covered, epoch: h.epoch }
+      found.forEach((f, i) => { reply.labels[i] = f.label; reply.scores[i] = f.score })
+      return [reply, [reply.labels.buffer as ArrayBuffer, reply.scores.buffer as ArrayBuffer]]
+    }
+    if (m.type === 'score') {
+      const labels: number[] = []
+      const scores: number[] = []
+      for (const label of m.labels) {
+        const p = h.index.point(label)
+        if (!p) continue
+        let s = 0
+        for (let i = 0; i < p.length; i++) s += m.vector[i]! * p[i]!
+        labels.push(label)
+        scores.push(s)
+      }
+      const reply: ScoreReply = { labels: Float64Array.from(labels), scores: Float64Array.from(scores) }
+      return [reply, [reply.labels.buffer as ArrayBuffer, reply.scores.buffer as ArrayBuffer]]
+    }
+    const reply: WriteReply = { ...h.index.write(this.data.dir, m.key), changes: h.index.dirty, epoch: h.epoch }
+    return [reply]
+  }
+
+  /**
+   * The key's newest saved file (checked before hnswlib reads it) with the deletions recorded
+   * since, else an empty index. A damaged file is moved aside and reported.
+   */
+  private open(m: Extract<IndexRequest, { type: 'open' }>): OpenReply {
+    const { dir, dim, params } = this.data
+    let index: TenantIndex | null = null
+    let reply: OpenReply = { covered: 0, from: m.fresh ? 'fresh' : 'none' }
+    if (!m.fresh) {
+      try {
+        index = TenantIndex.load(dir, m.key, dim, { labelsBelow: m.labelsBelow, record: m.record, params })
+      } catch (err) {
+        const file = err instanceof DamagedIndexError ? err.file : undefined
+        reply = { covered: 0, from: 'damaged', file, movedTo: file ? moveAside(dir, m.key, file) : null, reason: (err as Error).message }
+      }
+    }
+    if (index) {
+      for (const label of m.tombstones) if (label < index.covered) index.remove(label)
+      reply = { covered: index.covered, from: 'file' }
+    } else {
+      index = TenantIndex.create(dim, params)
+    }
+    this.hosted.set(m.key, { index, epoch: m.epoch, queue: [], dropped: new Set(), reported: { covered: index.covered, dirty: index.dirty } })
+    return reply
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return
+    this.scheduled = true
+    setImmediate(() => {
+      this.scheduled = false
+      if (this.insert(performance.now() + SLICE_MS)) this.schedule()
+    })
+  }
+
+  /** Inserts queued vectors until the deadline, the indexes in turn; reports progress. True when some still wait. */
+  private insert(deadline: number): boolean {
+    let more = false
+    for (const [key, h] of [...this.hosted]) {
+      if (h.queue.length === 0) continue
+      if (performance.now() >= deadline) { more = true; break }
+      if (!this.insertSome(key, h, deadline)) more = true
+      this.report(key, h)
+      // The next slice starts with another index.
+      this.hosted.delete(key)
+      this.hosted.set(key, h)
+    }
+    return more
+  }
+
+  /** True when the queue is empty. */
+  private insertSome(key: string, h: Hosted, deadline: number): boolean {
+    const dim = this.data.dim
+    while (h.queue.length > 0) {
+      const b = h.queue[0]!
+      while (b.at < b.labels.length) {
+        if (performance.now() >= deadline) return false
+        const label = b.labels[b.at]!
+        const from = b.at * dim
+        b.at++
+        if (h.dropped.delete(label)) continue
+        try {
+          h.index.add(label, Array.from(b.vectors.subarray(from, from + dim)))
+        } catch (err) {
+          // Not trusted again: the main thread replaces the index (or, rebuilding, stops until the next add).
+          h.queue = []
+          h.dropped.clear()
+          this.post({ type: 'failed', key, epoch: h.epoch, label, covered: h.index.covered, message: (err as Error).message })
+          return true
+        }
+      }
+      if (b.upTo > h.index.covered) h.index.covered = b.upTo
+      h.queue.shift()
+      if (h.dropped.size > 0) for (const l of h.dropped) if (l < h.index.covered) h.dropped.delete(l)
+    }
+    return true
+  }
+
+  private report(key: string, h: Hosted): void {
+    const { covered, dirty } = h.index
+    if (covered === h.reported.covered && dirty === h.reported.dirty) return
+    h.reported = { covered, dirty }
+    this.post({ type: 'progress', key, epoch: h.epoch, covered, dirty })
+  }
+}
