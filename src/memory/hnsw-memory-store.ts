@@ -157,11 +157,16 @@ export class HnswMemoryStore implements MemoryStore {
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
-    let vectorSide: Promise<Ranked[]> | undefined
+    let vectorSide: { collect(): Promise<Ranked[]> } | undefined
     if (mode !== 'keyword') {
       const [v] = await this.opts.embedder.embed([q.text])
-      // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
-      vectorSide = filtered ? this.cache.scoreLabels(q.tenant, filtered, v!, want) : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      if (filtered) {
+        // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
+        const scored = this.cache.scoreLabels(q.tenant, filtered, v!, want)
+        vectorSide = { collect: () => scored }
+      } else {
+        vectorSide = this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      }
     }
     // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
     let keyword: Ranked[] = []
@@ -171,10 +176,10 @@ export class HnswMemoryStore implements MemoryStore {
       if (mode !== 'vector') keyword = keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
       if (mode === 'hybrid') exact = exactMatches(keywords, q.text)
     } catch (err) {
-      void vectorSide?.catch(() => undefined)
+      void vectorSide?.collect()
       throw err
     }
-    const vector = vectorSide ? await vectorSide : []
+    const vector = vectorSide ? await vectorSide.collect() : []
     const hits: MemoryHit[] = []
     for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])

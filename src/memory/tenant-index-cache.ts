@@ -112,19 +112,31 @@ export class TenantIndexCache {
   }
 
   /**
-   * Nearest labels by cosine among all of the tenant's vectors: the index (searched in the worker
-   * at `ef`, default efSearch), plus an exact scan of what it does not cover yet — done here while
-   * the worker searches. Never rejects: without the worker, the waiting vectors still answer.
+   * Starts a search for the nearest labels by cosine among all of the tenant's vectors: the
+   * index, searched in the worker at `ef` (default efSearch), plus an exact scan of what it does
+   * not cover yet — done here at once. The request leaves before this returns, so the caller's
+   * own work (the keyword side) overlaps the worker's search; then it collects. The answer never
+   * rejects: without the worker, the waiting vectors still answer.
    */
-  async nearest(tenant: string, vector: readonly number[], k: number, ef?: number): Promise<Ranked[]> {
-    const st = await this.loaded(tenant)
+  nearest(tenant: string, vector: readonly number[], k: number, ef?: number): { collect(): Promise<Ranked[]> } {
+    const st = this.open(tenant)
+    if (!st.loaded) return { collect: () => this.loaded(tenant).then((now) => this.searched(tenant, now, vector, k, ef)) }
+    const answer = this.searched(tenant, st, vector, k, ef)
+    return { collect: () => answer }
+  }
+
+  /** Asks the worker (synchronously, when it holds the index) and merges its answer with the waiting vectors it did not hold yet. */
+  private searched(tenant: string, st: TenantState, vector: readonly number[], k: number, ef: number | undefined): Promise<Ranked[]> {
     let asked: Promise<SearchReply> | undefined
     if (st.loaded && this.client.running) {
       const q = Float64Array.from(vector)
       asked = this.client.request<SearchReply>({ type: 'search', key: st.key, vector: q, k, ef }, [q.buffer])
     }
     // What waits in memory now: the worker's answer says which of these it already held.
-    const waiting = this.tail.scan(tenant, vector, st.covered)
+    return this.merged(tenant, st, asked, this.tail.scan(tenant, vector, st.covered), k)
+  }
+
+  private async merged(tenant: string, st: TenantState, asked: Promise<SearchReply> | undefined, waiting: Ranked[], k: number): Promise<Ranked[]> {
     const found: Ranked[] = []
     let held = st.covered
     if (asked) {
