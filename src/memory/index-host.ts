@@ -1,12 +1,9 @@
 import { TenantIndex } from './hnsw-index.js'
 import { DamagedIndexError } from './index-file.js'
 import { moveAside } from './index-dir.js'
-import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, OpenReply, ScoreReply, SearchReply, WriteReply } from './index-worker-protocol.js'
+import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, OpenReply, ScoreReply, SearchReply, ToWorker, WriteReply } from './index-worker-protocol.js'
 
-/**
- * Milliseconds of inserts between two turns of the worker's event loop: a search or any other
- * request waits at most about this long behind a backlog of inserts.
- */
+/** Milliseconds of inserts between two turns of the worker's event loop (messages are also taken between inserts, see `poll`). */
 const SLICE_MS = 4
 
 interface Batch { labels: Float64Array; vectors: Float32Array; upTo: number; at: number }
@@ -30,19 +27,32 @@ class HostError extends Error {
 /**
  * The tenants' HNSW indexes inside the index worker (index-worker.ts wires it to its port):
  * every hnswlib call of the store happens here. Inserts are queued and made a slice at a time
- * (SLICE_MS), so requests — searches first of all — are answered between slices; after each
- * slice the worker reports how far each index got (`progress`). Requests are answered in the
- * order they come, so an index is always opened before it is searched, and a deletion applied
- * before a later search or write.
+ * (SLICE_MS); between two inserts the host takes the messages waiting on its port (`poll`), so
+ * a search waits for at most one insert, not a slice. After each slice it reports how far each
+ * index got (`progress`). Messages are handled in the order they come, so an index is always
+ * opened before it is searched, and a deletion applied before a later search or write.
  */
 export class IndexHost {
   private readonly hosted = new Map<string, Hosted>()
   private scheduled = false
+  /** Messages taken by `poll` during a slice that must wait for its end (a flush: it inserts itself), with those after it. */
+  private deferred: ToWorker[] = []
+  private inserting = false
 
-  constructor(private readonly data: IndexWorkerData, private readonly post: (m: FromWorker, transfer?: ArrayBuffer[]) => void) {}
+  /**
+   * `poll`: the next message waiting on the port, taken synchronously (receiveMessageOnPort);
+   * `exit`: ends the worker.
+   */
+  constructor(private readonly data: IndexWorkerData, private readonly post: (m: FromWorker, transfer?: ArrayBuffer[]) => void,
+    private readonly poll: () => ToWorker | undefined = () => undefined, private readonly exit: (code: number) => void = () => undefined) {}
 
   /** Handles one message from the main thread. */
-  receive(m: (IndexRequest & { id: number }) | IndexNotice): void {
+  handle(m: ToWorker): void {
+    if (m.type === 'exit') return this.exit(m.code)
+    this.receive(m)
+  }
+
+  private receive(m: (IndexRequest & { id: number }) | IndexNotice): void {
     if (m.type === 'add' || m.type === 'delete' || m.type === 'saved') return this.notice(m)
     try {
       const [value, transfer] = this.answer(m)
@@ -74,7 +84,7 @@ export class IndexHost {
   private answer(m: IndexRequest & { id: number }): [unknown, ArrayBuffer[]?] {
     if (m.type === 'open') return [this.open(m)]
     if (m.type === 'flush') {
-      this.insert(performance.now() + m.ms)
+      this.insert(performance.now() + m.ms, false)
       return [null]
     }
     const h = this.hosted.get(m.key)
@@ -139,31 +149,58 @@ export class IndexHost {
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
-      if (this.insert(performance.now() + SLICE_MS)) this.schedule()
+      const more = this.insert(performance.now() + SLICE_MS, true)
+      const deferred = this.deferred
+      this.deferred = []
+      for (const m of deferred) this.handle(m)
+      if (more) this.schedule()
     })
   }
 
-  /** Inserts queued vectors until the deadline, the indexes in turn; reports progress. True when some still wait. */
-  private insert(deadline: number): boolean {
+  /**
+   * Inserts queued vectors until the deadline, the indexes in turn; reports progress. True when
+   * some still wait. `polling`: messages waiting on the port are handled between inserts.
+   */
+  private insert(deadline: number, polling: boolean): boolean {
     let more = false
-    for (const [key, h] of [...this.hosted]) {
-      if (h.queue.length === 0) continue
-      if (performance.now() >= deadline) { more = true; break }
-      if (!this.insertSome(key, h, deadline)) more = true
-      this.report(key, h)
-      // The next slice starts with another index.
-      this.hosted.delete(key)
-      this.hosted.set(key, h)
+    this.inserting = polling
+    try {
+      for (const [key, h] of [...this.hosted]) {
+        if (h.queue.length === 0 || this.hosted.get(key) !== h) continue
+        if (performance.now() >= deadline) { more = true; break }
+        if (!this.insertSome(key, h, deadline)) more = true
+        // Still this key's index (a message handled meanwhile may have replaced it): report; the next slice starts with another index.
+        if (this.hosted.get(key) !== h) continue
+        this.report(key, h)
+        this.hosted.delete(key)
+        this.hosted.set(key, h)
+      }
+    } finally {
+      this.inserting = false
     }
     return more
   }
 
-  /** True when the queue is empty. */
+  /** Between two inserts: the messages waiting on the port, in order; a flush and what follows it wait for the slice's end. */
+  private handleWaiting(): void {
+    while (this.inserting && this.deferred.length === 0) {
+      const m = this.poll()
+      if (!m) return
+      if (m.type === 'flush') this.deferred.push(m)
+      else this.handle(m)
+    }
+    // Once one message waits for the slice's end, so do all after it.
+    for (let m = this.deferred.length > 0 ? this.poll() : undefined; m; m = this.poll()) this.deferred.push(m)
+  }
+
+  /** True when the queue is empty (or the index was replaced meanwhile). */
   private insertSome(key: string, h: Hosted, deadline: number): boolean {
     const dim = this.data.dim
     while (h.queue.length > 0) {
       const b = h.queue[0]!
       while (b.at < b.labels.length) {
+        this.handleWaiting()
+        if (this.hosted.get(key) !== h) return true
         if (performance.now() >= deadline) return false
         const label = b.labels[b.at]!
         const from = b.at * dim
