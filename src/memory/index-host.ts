@@ -5,6 +5,13 @@ import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, OpenReply,
 
 /** Milliseconds of inserts between two turns of the worker's event loop (messages are also taken between inserts, see `poll`). */
 const SLICE_MS = 4
+/**
+ * Before a search or score, up to this many milliseconds of the index's queued inserts — sent
+ * before it — are made first: an entry added a moment ago then scores as the index scores it
+ * whichever way the race with its insert went (the main thread's exact scan of waiting vectors
+ * computes the same cosine in float64, which differs in the last digits).
+ */
+const CATCH_UP_MS = 1
 
 interface Batch { labels: Float64Array; vectors: Float32Array; upTo: number; at: number }
 
@@ -89,6 +96,10 @@ export class IndexHost {
     }
     const h = this.hosted.get(m.key)
     if (!h) throw new HostError(`no index is open for ${m.key}`)
+    if ((m.type === 'search' || m.type === 'score') && h.queue.length > 0) {
+      this.insertSome(m.key, h, performance.now() + CATCH_UP_MS, false)
+      this.report(m.key, h)
+    }
     if (m.type === 'search') {
       let found
       try {
@@ -194,13 +205,17 @@ export class IndexHost {
   }
 
   /** True when the queue is empty (or the index was replaced meanwhile). */
-  private insertSome(key: string, h: Hosted, deadline: number): boolean {
+  private insertSome(key: string, h: Hosted, deadline: number, polling = true): boolean {
     const dim = this.data.dim
     while (h.queue.length > 0) {
       const b = h.queue[0]!
       while (b.at < b.labels.length) {
-        this.handleWaiting()
-        if (this.hosted.get(key) !== h) return true
+        if (polling) {
+          this.handleWaiting()
+          // A message handled meanwhile may have replaced the index, or made (or dropped) these inserts itself.
+          if (this.hosted.get(key) !== h) return true
+          if (h.queue[0] !== b) break
+        }
         if (performance.now() >= deadline) return false
         const label = b.labels[b.at]!
         const from = b.at * dim
@@ -216,6 +231,7 @@ export class IndexHost {
           return true
         }
       }
+      if (h.queue[0] !== b) continue
       if (b.upTo > h.index.covered) h.index.covered = b.upTo
       h.queue.shift()
       if (h.dropped.size > 0) for (const l of h.dropped) if (l < h.index.covered) h.dropped.delete(l)

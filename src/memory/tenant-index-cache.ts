@@ -156,28 +156,30 @@ export class TenantIndexCache {
   }
 
   /**
-   * Exact cosine of `vector` against the given labels' vectors, best `k` first: those waiting in
-   * memory here, the others in the worker. Labels without a vector anywhere (deleted, not embedded
+   * Exact cosine of `vector` against the given labels' vectors, best `k` first: the index's in
+   * the worker, and those waiting in memory here — asked of the worker too once handed to it
+   * (it makes them first when that is quick), so a label scores as the index scores it whichever
+   * way the race with its insert went. Labels without a vector anywhere (deleted, not embedded
    * again yet) are left out. Never rejects.
    */
   async scoreLabels(tenant: string, labels: Iterable<number>, vector: readonly number[], k: number): Promise<Ranked[]> {
     const st = await this.loaded(tenant)
-    const out: Ranked[] = []
+    const local = new Map<number, number>()
     const ask: number[] = []
     for (const label of labels) {
       const v = this.tail.get(tenant, label)
-      if (v !== undefined) { if (v) out.push({ label, score: cosine(vector, v) }) }
-      else if (label < st.covered) ask.push(label)
+      if (v) local.set(label, cosine(vector, v))
+      if (v === undefined ? label < st.covered : v !== null && label < st.sent) ask.push(label)
     }
     if (ask.length > 0 && st.loaded && this.client.running) {
       const q = Float64Array.from(vector)
       const ls = Float64Array.from(ask)
       try {
         const r = await this.client.request<ScoreReply>({ type: 'score', key: st.key, vector: q, labels: ls }, [q.buffer, ls.buffer])
-        for (let i = 0; i < r.labels.length; i++) out.push({ label: r.labels[i]!, score: r.scores[i]! })
-      } catch { /* the worker stopped: these are left to the keywords */ }
+        for (let i = 0; i < r.labels.length; i++) local.set(r.labels[i]!, r.scores[i]!)
+      } catch { /* the worker stopped: the waiting vectors' scores stand, the rest is left to the keywords */ }
     }
-    return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
+    return [...local].map(([label, score]) => ({ label, score })).sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
   }
 
   /** Labels just deleted in LMDB leave the index too (their tombstones cover the saved file). */

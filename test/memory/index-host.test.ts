@@ -64,3 +64,21 @@ t.test('a search and a deletion waiting on the port are handled between two inse
   const last = out.find((m) => m.type === 'reply' && m.id === 4) as { value: SearchReply } | undefined
   t.same([...last!.value.labels], [n - 1], 'and the search after the flush sees it all')
 })
+
+t.test('a search right behind a small add finds it in the index (made first), not only in the waiting vectors', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-index-host-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const out: FromWorker[] = []
+  const host = new IndexHost({ dir, dim: DIM, params: DEFAULT_HNSW }, (m) => out.push(m))
+  host.handle({ type: 'open', id: 1, key: 'k', epoch: 1, labelsBelow: 0, tombstones: [], fresh: true })
+  host.handle(add([0, 1, 2], 3))
+  host.handle({ type: 'search', id: 2, key: 'k', vector: Float64Array.from(vector(1)), k: 1 })
+  host.handle({ type: 'score', id: 3, key: 'k', vector: Float64Array.from(vector(1)), labels: Float64Array.from([1, 2]) })
+  const search = out.find((m) => m.type === 'reply' && m.id === 2) as { value: SearchReply }
+  t.match(search.value, { covered: 3 })
+  t.same([...search.value.labels], [1])
+  const score = out.find((m) => m.type === 'reply' && m.id === 3) as { value: { labels: Float64Array } }
+  t.same([...score.value.labels], [1, 2], 'scored against the index')
+  t.match(out.findLast((m) => m.type === 'progress'), { covered: 3 }, 'and the progress is reported before the answer')
+  await turn()
+})
