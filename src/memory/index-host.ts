@@ -6,12 +6,13 @@ import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, OpenReply,
 /** Milliseconds of inserts between two turns of the worker's event loop (messages are also taken between inserts, see `poll`). */
 const SLICE_MS = 4
 /**
- * Before a search or score, up to this many milliseconds of the index's queued inserts — sent
- * before it — are made first: an entry added a moment ago then scores as the index scores it
- * whichever way the race with its insert went (the main thread's exact scan of waiting vectors
- * computes the same cosine in float64, which differs in the last digits).
+ * Before a search or score, the index's queued inserts — sent before it — are made first when
+ * there are at most this many (an add of a few passages): an entry added a moment ago then scores
+ * as the index scores it whichever way the race with its insert went (the main thread's exact
+ * scan of waiting vectors computes the cosine in float64, which differs in the last digits).
+ * A longer backlog is not waited for.
  */
-const CATCH_UP_MS = 1
+const CATCH_UP_LABELS = 16
 
 interface Batch { labels: Float64Array; vectors: Float32Array; upTo: number; at: number }
 
@@ -96,8 +97,8 @@ export class IndexHost {
     }
     const h = this.hosted.get(m.key)
     if (!h) throw new HostError(`no index is open for ${m.key}`)
-    if ((m.type === 'search' || m.type === 'score') && h.queue.length > 0) {
-      this.insertSome(m.key, h, performance.now() + CATCH_UP_MS, false)
+    if ((m.type === 'search' || m.type === 'score') && h.queue.length > 0 && queued(h) <= CATCH_UP_LABELS) {
+      this.insertSome(m.key, h, Infinity, false)
       this.report(m.key, h)
     }
     if (m.type === 'search') {
@@ -245,4 +246,11 @@ export class IndexHost {
     h.reported = { covered, dirty }
     this.post({ type: 'progress', key, epoch: h.epoch, covered, dirty })
   }
+}
+
+/** Inserts still queued for the index. */
+function queued(h: Hosted): number {
+  let n = 0
+  for (const b of h.queue) n += b.labels.length - b.at
+  return n
 }
