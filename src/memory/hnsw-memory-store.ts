@@ -158,14 +158,15 @@ export class HnswMemoryStore implements MemoryStore {
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
     let vectorSide: { collect(): Promise<Ranked[]> } | undefined
+    let v: number[] | undefined
     if (mode !== 'keyword') {
-      const [v] = await this.opts.embedder.embed([q.text])
+      v = (await this.opts.embedder.embed([q.text]))[0]!
       if (filtered) {
         // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
-        const scored = this.cache.scoreLabels(q.tenant, filtered, v!, want)
+        const scored = this.cache.scoreLabels(q.tenant, filtered, v, want)
         vectorSide = { collect: () => scored }
       } else {
-        vectorSide = this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+        vectorSide = this.cache.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined)
       }
     }
     // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
@@ -179,7 +180,8 @@ export class HnswMemoryStore implements MemoryStore {
       void vectorSide?.collect()
       throw err
     }
-    const vector = vectorSide ? await vectorSide.collect() : []
+    // Keyword candidates whose vectors are not back yet (after a restart) are embedded now.
+    const vector = vectorSide && v ? await this.cache.completeVectors(q.tenant, v, await vectorSide.collect(), keyword, want) : []
     const hits: MemoryHit[] = []
     for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])

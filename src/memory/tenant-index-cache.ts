@@ -182,6 +182,35 @@ export class TenantIndexCache {
     return [...local].map(([label, score]) => ({ label, score })).sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
   }
 
+  /**
+   * Keyword candidates whose vectors are nowhere yet — being embedded again after a restart or a
+   * rebuild, or held by a worker that stopped — are embedded now and scored exactly, so a hybrid
+   * ranking does not count them as unlike the query. A background embedder (too slow for a
+   * request) leaves them to the keywords. Returns the vector side's best `want`.
+   */
+  async completeVectors(tenant: string, query: readonly number[], vector: Ranked[], candidates: readonly Ranked[], want: number): Promise<Ranked[]> {
+    if (this.opts.embedder.background || candidates.length === 0) return vector
+    const st = this.states.get(tenant)
+    const up = st?.loaded === true && this.client.running
+    const have = new Set(vector.map((r) => r.label))
+    const missing: Array<{ label: number; content: string }> = []
+    for (const { label } of candidates) {
+      if (have.has(label) || this.tail.get(tenant, label) !== undefined || (up && label < st!.sent)) continue
+      const e = this.db.entries.get([tenant, label])
+      if (e) missing.push({ label, content: e.content })
+    }
+    if (missing.length === 0) return vector
+    let vectors: number[][]
+    try {
+      vectors = await this.opts.embedder.embed(missing.map((m) => m.content))
+    } catch {
+      return vector // the keywords still rank them
+    }
+    const out = [...vector]
+    missing.forEach((m, i) => { if (vectors[i]?.length === this.opts.dim) out.push({ label: m.label, score: cosine(query, vectors[i]!) }) })
+    return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, want)
+  }
+
   /** Labels just deleted in LMDB leave the index too (their tombstones cover the saved file). */
   removed(tenant: string, labels: readonly number[]): void {
     for (const l of labels) this.tail.delete(tenant, l)

@@ -66,9 +66,8 @@ t.test('the worker dies during a backlog of inserts, twice: nothing fails, nothi
     t.ok(store.indexBacklog() > 0, `round ${round + 1}: stopped while ${store.indexBacklog()} entries wait for the index`)
     await store.crashIndexWorker()
     for (const i of [17, 1999, n - 1]) {
-      t.equal((await store.search({ tenant: 'acme', text: text(i), limit: 10 })).length, 10, `round ${round + 1}: a hybrid search answers`)
-      // An entry whose vector went with the worker is found by its words until it is embedded again.
-      t.equal(await top(store, text(i), 'keyword'), text(i), `round ${round + 1}: entry ${i} is found by its words`)
+      // Whether its vector waits in memory or went with the worker (then it is embedded for the search).
+      t.equal(await top(store, text(i)), text(i), `round ${round + 1}: entry ${i} is found first`)
     }
     await eventually(() => logs.filter((l) => l.msg === 'the memory index worker was started again').length === round + 1, 30_000)
   }
