@@ -17,6 +17,7 @@ import { encodeBlock, withoutLabels } from './posting-blocks.js'
 import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
 import { CANDIDATES, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
+import type { VectorSide } from './vector-search.js'
 import { tokenize } from './text-features.js'
 
 export interface HnswMemoryOptions {
@@ -157,16 +158,16 @@ export class HnswMemoryStore implements MemoryStore {
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
-    let vectorSide: { collect(): Promise<Ranked[]> } | undefined
+    let vectorSide: { collect(): Promise<VectorSide> } | undefined
     let v: number[] | undefined
     if (mode !== 'keyword') {
       v = (await this.opts.embedder.embed([q.text]))[0]!
       if (filtered) {
         // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
-        const scored = this.cache.scoreLabels(q.tenant, filtered, v, want)
+        const scored = this.cache.search.scoreLabels(q.tenant, filtered, v, want)
         vectorSide = { collect: () => scored }
       } else {
-        vectorSide = this.cache.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined)
+        vectorSide = this.cache.search.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined)
       }
     }
     // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
@@ -180,8 +181,8 @@ export class HnswMemoryStore implements MemoryStore {
       void vectorSide?.collect()
       throw err
     }
-    // Keyword candidates whose vectors are not back yet (after a restart) are embedded now.
-    const vector = vectorSide && v ? await this.cache.completeVectors(q.tenant, v, await vectorSide.collect(), keyword, want) : []
+    // Keyword candidates the vector side could not compare (after a restart) are scored too.
+    const vector = vectorSide && v ? await this.cache.search.complete(q.tenant, v, await vectorSide.collect(), keyword, want) : []
     const hits: MemoryHit[] = []
     for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])

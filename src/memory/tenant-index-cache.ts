@@ -4,12 +4,12 @@ import type { Embedder } from '../core/memory-store.js'
 import type { HnswParams } from './hnsw-params.js'
 import type { IndexFileRecord } from './index-dir.js'
 import { IndexFeed } from './index-feed.js'
-import { IndexRequestError, IndexWorkerClient } from './index-worker-client.js'
-import type { OpenReply, ScoreReply, SearchReply, WorkerEvent, WriteReply } from './index-worker-protocol.js'
+import { IndexWorkerClient } from './index-worker-client.js'
+import type { OpenReply, WorkerEvent, WriteReply } from './index-worker-protocol.js'
 import type { MemoryDb } from './memory-db.js'
-import { cosine, type Ranked } from './memory-ranking.js'
 import { IndexSaves, recordKey, tenantKey } from './index-saves.js'
 import { nextReport, wake, type TenantState } from './tenant-index-state.js'
+import { VectorSearch } from './vector-search.js'
 import { VectorTail } from './vector-tail.js'
 
 export { RECORD_PREFIX, tenantKey } from './index-saves.js'
@@ -41,13 +41,14 @@ const CLOSE_BUDGET_MS = 2_000
  * keeps the entries' content, not their vectors.
  *
  * - Labels below an index's `covered` (as the worker acknowledged it) are in it (or deleted);
- *   labels at or above it wait in memory (the tail) and {@link nearest} finds them by an exact
+ *   labels at or above it wait in memory (the tail) and searches (VectorSearch) find them by an exact
  *   scan while they are streamed to the worker, in label order, which inserts them a slice at a
  *   time and reports how far it got. `add()` hands its vectors over after the commit and
  *   returns: acknowledging does not wait for the index.
  * - Entries whose vectors are not in memory — the unsaved part after a restart or crash, a
  *   rebuild, an embedder change, a worker that stopped — are embedded again from their
- *   content, in the background; until then they are found by keywords only.
+ *   content, in the background; until then a search scores those among its keyword
+ *   candidates by embedding them on the spot (VectorSearch.complete).
  * - A missing or damaged file, or an insert or search that throws, gives the tenant a fresh
  *   index that is filled from LMDB the same way (a rebuild), with one warning in the log;
  *   the fresh file is saved once it is complete. A worker that stops is logged and started
@@ -63,6 +64,8 @@ export class TenantIndexCache {
   private readonly client: IndexWorkerClient
   private readonly saves: IndexSaves
   private readonly feed: IndexFeed
+  /** The vector side of searches (nearest, scoreLabels, complete). */
+  readonly search: VectorSearch
   private epochs = 0
   private closing = false
 
@@ -82,6 +85,13 @@ export class TenantIndexCache {
       state: (tenant) => this.states.get(tenant),
       closing: () => this.closing,
       ended: () => this.client.setBusy(this.inFlight()),
+    })
+    this.search = new VectorSearch({
+      db, tail: this.tail, client: this.client, embedder: opts.embedder, dim: opts.dim,
+      open: (tenant) => this.open(tenant),
+      loaded: (tenant) => this.loaded(tenant),
+      searched: (tenant, st) => { if (st.covered < this.next(tenant)) void this.feed.catchUp(tenant) },
+      broken: (tenant, err) => this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB'),
     })
   }
 
@@ -109,106 +119,6 @@ export class TenantIndexCache {
     for (const { label, vector } of vectors) if (label >= st.covered) this.tail.set(tenant, label, this.feed.checked(vector))
     st.stalled = false
     void this.feed.catchUp(tenant)
-  }
-
-  /**
-   * Starts a search for the nearest labels by cosine among all of the tenant's vectors: the
-   * index, searched in the worker at `ef` (default efSearch), plus an exact scan of what it does
-   * not cover yet — done here at once. The request leaves before this returns, so the caller's
-   * own work (the keyword side) overlaps the worker's search; then it collects. The answer never
-   * rejects: without the worker, the waiting vectors still answer.
-   */
-  nearest(tenant: string, vector: readonly number[], k: number, ef?: number): { collect(): Promise<Ranked[]> } {
-    const st = this.open(tenant)
-    if (!st.loaded) return { collect: () => this.loaded(tenant).then((now) => this.searched(tenant, now, vector, k, ef)) }
-    const answer = this.searched(tenant, st, vector, k, ef)
-    return { collect: () => answer }
-  }
-
-  /** Asks the worker (synchronously, when it holds the index) and merges its answer with the waiting vectors it did not hold yet. */
-  private searched(tenant: string, st: TenantState, vector: readonly number[], k: number, ef: number | undefined): Promise<Ranked[]> {
-    let asked: Promise<SearchReply> | undefined
-    if (st.loaded && this.client.running) {
-      const q = Float64Array.from(vector)
-      asked = this.client.request<SearchReply>({ type: 'search', key: st.key, vector: q, k, ef }, [q.buffer])
-    }
-    // What waits in memory now: the worker's answer says which of these it already held.
-    return this.merged(tenant, st, asked, this.tail.scan(tenant, vector, st.covered), k)
-  }
-
-  private async merged(tenant: string, st: TenantState, asked: Promise<SearchReply> | undefined, waiting: Ranked[], k: number): Promise<Ranked[]> {
-    const found: Ranked[] = []
-    let held = st.covered
-    if (asked) {
-      try {
-        const r = await asked
-        if (r.epoch === st.epoch) {
-          for (let i = 0; i < r.labels.length; i++) found.push({ label: r.labels[i]!, score: r.scores[i]! })
-          held = r.covered
-        }
-      } catch (err) {
-        if (err instanceof IndexRequestError && err.broken) this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB')
-      }
-    }
-    for (const w of waiting) if (w.label >= held) found.push(w)
-    if (st.covered < this.next(tenant)) void this.feed.catchUp(tenant)
-    return found.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
-  }
-
-  /**
-   * Exact cosine of `vector` against the given labels' vectors, best `k` first: the index's in
-   * the worker, and those waiting in memory here — asked of the worker too once handed to it
-   * (it makes them first when that is quick), so a label scores as the index scores it whichever
-   * way the race with its insert went. Labels without a vector anywhere (deleted, not embedded
-   * again yet) are left out. Never rejects.
-   */
-  async scoreLabels(tenant: string, labels: Iterable<number>, vector: readonly number[], k: number): Promise<Ranked[]> {
-    const st = await this.loaded(tenant)
-    const local = new Map<number, number>()
-    const ask: number[] = []
-    for (const label of labels) {
-      const v = this.tail.get(tenant, label)
-      if (v) local.set(label, cosine(vector, v))
-      if (v === undefined ? label < st.covered : v !== null && label < st.sent) ask.push(label)
-    }
-    if (ask.length > 0 && st.loaded && this.client.running) {
-      const q = Float64Array.from(vector)
-      const ls = Float64Array.from(ask)
-      try {
-        const r = await this.client.request<ScoreReply>({ type: 'score', key: st.key, vector: q, labels: ls }, [q.buffer, ls.buffer])
-        for (let i = 0; i < r.labels.length; i++) local.set(r.labels[i]!, r.scores[i]!)
-      } catch { /* the worker stopped: the waiting vectors' scores stand, the rest is left to the keywords */ }
-    }
-    return [...local].map(([label, score]) => ({ label, score })).sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
-  }
-
-  /**
-   * Keyword candidates whose vectors are nowhere yet — being embedded again after a restart or a
-   * rebuild, or held by a worker that stopped — are embedded now and scored exactly, so a hybrid
-   * ranking does not count them as unlike the query. A background embedder (too slow for a
-   * request) leaves them to the keywords. Returns the vector side's best `want`.
-   */
-  async completeVectors(tenant: string, query: readonly number[], vector: Ranked[], candidates: readonly Ranked[], want: number): Promise<Ranked[]> {
-    if (this.opts.embedder.background || candidates.length === 0) return vector
-    const st = this.states.get(tenant)
-    const up = st?.loaded === true && this.client.running
-    const have = new Set(vector.map((r) => r.label))
-    const missing: Array<{ label: number; content: string }> = []
-    for (const { label } of candidates) {
-      if (have.has(label) || this.tail.get(tenant, label) !== undefined || (up && label < st!.sent)) continue
-      const e = this.db.entries.get([tenant, label])
-      if (e) missing.push({ label, content: e.content })
-    }
-    if (missing.length === 0) return vector
-    let vectors: number[][]
-    try {
-      vectors = await this.opts.embedder.embed(missing.map((m) => m.content))
-    } catch {
-      return vector // the keywords still rank them
-    }
-    const out = [...vector]
-    missing.forEach((m, i) => { if (vectors[i]?.length === this.opts.dim) out.push({ label: m.label, score: cosine(query, vectors[i]!) }) })
-    return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, want)
   }
 
   /** Labels just deleted in LMDB leave the index too (their tombstones cover the saved file). */
