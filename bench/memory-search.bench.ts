@@ -7,7 +7,8 @@
  * of the same generator. Measured in the same run:
  *  (c) `GET /v1/memory/search?q=…&limit=10` under autocannon: queries/s and server CPU per query;
  *  then the server stops and the same data dir is opened in this process:
- *  (a) hnswlib alone: `indexFor(tenant).search(vector, 10)`, efSearch 64, same vectors, query vectors pre-computed;
+ *  (a) hnswlib alone: the index file the server saved, read in this process (`TenantIndex.load`, no worker)
+ *      and searched directly (`search(vector, 10)`, efSearch 64), same vectors, query vectors pre-computed;
  *  (b) in-process hybrid: `store.search({ text, limit: 10 })` (embed, HNSW, BM25, fusion, LMDB reads of the hits);
  * then the server starts again on the same dir, the corpus grows to N2, and (c) and (a)/(b) are measured again:
  *  (d) API query cost (server CPU per query) at N2 over the cost at N.
@@ -25,7 +26,9 @@ import { Rng, shortTexts } from './lib/memory-corpus.js'
 import { isMain, metric, target, type BenchResult, type Metric } from './lib/types.js'
 
 const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
-const { DEFAULT_HNSW } = await appImport<typeof import('../src/memory/hnsw-index.js')>('memory/hnsw-index.js')
+const { DEFAULT_HNSW } = await appImport<typeof import('../src/memory/hnsw-params.js')>('memory/hnsw-params.js')
+const { TenantIndex } = await appImport<typeof import('../src/memory/hnsw-index.js')>('memory/hnsw-index.js')
+const { tenantKey } = await appImport<typeof import('../src/memory/index-saves.js')>('memory/index-saves.js')
 const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
 const { CANDIDATES } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
 const { STOPWORDS } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
@@ -102,14 +105,21 @@ async function qps(queries: number, fn: (i: number) => unknown | Promise<unknown
   return queries / best
 }
 
-async function inProcess(dir: string, queries: readonly string[]): Promise<{ hnsw: number; hybrid: number; keyword: number }> {
+async function inProcess(
+  dir: string,
+  entries: number,
+  queries: readonly string[],
+): Promise<{ hnsw: number; hybrid: number; keyword: number }> {
   const embedder = new HashedEmbedder()
   const vectors = await embedder.embed(queries)
-  let store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed', hnsw: { ...DEFAULT_HNSW, efSearch: EF } })
-  const index = store.indexFor(TENANT)
+  // hnswlib alone, in this process: the tenant's index file (saved by the server at its stop, covering every entry).
+  const index = TenantIndex.load(join(dir, 'memory', 'hnsw'), tenantKey(TENANT), embedder.dimensions, {
+    labelsBelow: entries,
+    params: { ...DEFAULT_HNSW, efSearch: EF },
+  })
+  if (!index || index.covered !== entries) throw new Error(`the saved index covers ${index?.covered ?? 'no'} entries of ${entries}`)
   const hnsw = await qps(queries.length, (i) => index.search(vectors[i]!, K))
-  await store.close()
-  store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
+  const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
   const hybrid = await qps(queries.length, (i) => store.search({ tenant: TENANT, text: queries[i]!, limit: K }))
   const keyword = await qps(queries.length, (i) => store.search({ tenant: TENANT, text: queries[i]!, limit: K, mode: 'keyword' }))
   await store.close()
@@ -150,7 +160,7 @@ export async function run(): Promise<BenchResult> {
       } finally {
         await server.stop()
       }
-      rounds.push({ n, ingestS, api, local: await inProcess(dir, queries) })
+      rounds.push({ n, ingestS, api, local: await inProcess(dir, n, queries) })
     }
     const [small, large] = rounds as [(typeof rounds)[0], (typeof rounds)[0]]
     const cpuMs = (r: typeof small) => (r.api.serverCpu * 1000) / r.api.reqPerSec
@@ -210,7 +220,7 @@ export async function run(): Promise<BenchResult> {
         .join(
           ', ',
         )}. Messages average ${meanChars.toFixed(0)} characters. Warm-up answers held ${small.api.hits} / ${large.api.hits} hits for 50 queries.`,
-      `The server and autocannon share the machine's CPUs; server CPU per query = the server's CPU time over the run / queries answered. The in-process figures are best of 3 rounds, sequential, in this process (${HashedEmbedder.name}; hybrid includes embedding the query). The server's store searches hybrid queries' vector side at ef ${DEFAULT_HNSW.efHybrid ?? DEFAULT_HNSW.efSearch} and asks for ${CANDIDATES} candidates per signal; the hnswlib figure is the index alone at ef ${EF}, k ${K}.`,
+      `The server and autocannon share the machine's CPUs; server CPU per query = the server's CPU time over the run / queries answered. The in-process figures are best of 3 rounds, sequential, in this process (${HashedEmbedder.name}; hybrid includes embedding the query). The server's store searches hybrid queries' vector side at ef ${DEFAULT_HNSW.efHybrid ?? DEFAULT_HNSW.efSearch} and asks for ${CANDIDATES} candidates per signal; the hnswlib figure is the index alone at ef ${EF}, k ${K} (the file the server saved, read into this process and searched directly). The store's HNSW indexes live in its index worker thread: a hybrid query's vector side runs there while this thread scores the keywords.`,
       'Searches start once `burrow_memory_index_backlog` on /metrics is 0: `POST /v1/memory` answers before the HNSW index takes the entries, and until it has, every search also scans the waiting vectors exactly — after a bulk import that costs milliseconds per query for as long as the backlog lasts (the waiting entries and the catch-up time are in the table). This measures steady-state search.',
     )
     return {

@@ -1,39 +1,15 @@
-import { readdirSync, renameSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import hnsw from 'hnswlib-node'
 import { DamagedIndexError, inspectIndexFile } from './index-file.js'
+import { installIndexFile, savedFiles, type IndexFileRecord, type PreparedIndexFile } from './index-dir.js'
+import { DEFAULT_HNSW, type HnswParams } from './hnsw-params.js'
 
 const { HierarchicalNSW } = hnsw
 
-/** `efHybrid`: the search breadth of a hybrid query's vector side (default `efSearch`), whose misses the keyword side makes up for. */
-export interface HnswParams {
-  m: number
-  efConstruction: number
-  efSearch: number
-  efHybrid?: number
-}
 /**
- * m 16 and efConstruction 100: at 20,000 entries (hashed embedder) recall@10 against the exact
- * top 10 is 99.1 % (200: 99.3 %, 64: 98.3 %) and an insert costs 0.21 ms (200: 0.37 ms) — see
- * the memory-hnsw benchmark's sweep. A file keeps the parameters it was built with. Hybrid
- * queries search at ef 64 (a third less work than 96): memory-recall's hybrid recall is the same.
- */
-export const DEFAULT_HNSW: HnswParams = { m: 16, efConstruction: 100, efSearch: 96, efHybrid: 64 }
-
-/** What the store records (in LMDB) about the index file it saved last for a tenant. */
-export interface IndexFileRecord {
-  file: string
-  sha256: string
-}
-
-/** A written, checked index file not yet in place (see {@link TenantIndex.write}). */
-export interface PreparedIndexFile extends IndexFileRecord {
-  tmp: string
-  covered: number
-}
-
-/**
- * One tenant's HNSW index (cosine) — a cache of the vectors in LMDB. Saved as
+ * One tenant's HNSW index (cosine) — a cache of the vectors in LMDB. Used inside the index
+ * worker (see index-worker.ts): no hnswlib call runs on the main thread. Saved as
  * `<key>.<labels>.bin`, where `labels` is how many labels (0…labels-1) it covers, written
  * to a temp file, checked and renamed, so a file on disk says how far it goes.
  */
@@ -170,49 +146,6 @@ export class TenantIndex {
 
   /** Renames a prepared file into place and removes the key's older files. */
   static install(dir: string, key: string, prepared: PreparedIndexFile): void {
-    renameSync(prepared.tmp, join(dir, prepared.file))
-    for (const old of savedFiles(dir, key)) if (old.file !== prepared.file) rmSync(join(dir, old.file), { force: true })
-    // Temp files of saves that died with their process (a crash, a kill) are left behind otherwise.
-    for (const f of readdirSync(dir)) if (f.startsWith(`${key}.`) && f.endsWith('.tmp')) rmSync(join(dir, f), { force: true })
+    installIndexFile(dir, key, prepared)
   }
-}
-
-/**
- * Moves a damaged file out of the way (kept as `<name>.damaged` for a post-mortem, one per
- * key) so the next start does not trip over it again. Returns the new name, or null when
- * even that failed (the file is then rebuilt over at the next save).
- */
-export function moveAside(dir: string, key: string, path: string): string | null {
-  try {
-    for (const f of readdirSync(dir)) if (f.startsWith(`${key}.`) && f.endsWith('.damaged')) rmSync(join(dir, f), { force: true })
-    const aside = `${path}.damaged`
-    renameSync(path, aside)
-    return aside
-  } catch {
-    return null
-  }
-}
-
-function savedFiles(dir: string, key: string): Array<{ file: string; covered: number }> {
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return []
-  }
-  return names
-    .map((file) => ({ file, m: new RegExp(`^${key}\\.(\\d+)\\.bin$`).exec(file) }))
-    .filter((x) => x.m)
-    .map((x) => ({ file: x.file, covered: Number(x.m![1]) }))
-    .sort((a, b) => b.covered - a.covered)
-}
-
-export function removeSavedIndexes(dir: string): void {
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return
-  }
-  for (const f of names) if (f.endsWith('.bin') || f.endsWith('.tmp') || f.endsWith('.damaged')) rmSync(join(dir, f), { force: true })
 }

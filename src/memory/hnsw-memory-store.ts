@@ -19,13 +19,16 @@ import {
 import { termFrequencies } from './bm25.js'
 import type { KeywordIndex } from './keyword-index.js'
 import { buildKeywordIndex } from './keyword-build.js'
-import { DEFAULT_HNSW, removeSavedIndexes, type HnswParams, type TenantIndex } from './hnsw-index.js'
-import { memoryProbe, type MemoryDb, type StoredEntry, type TenantStats } from './memory-db.js'
+import { DEFAULT_HNSW, type HnswParams } from './hnsw-params.js'
+import { removeSavedIndexes } from './index-dir.js'
+import { memoryProbe, publicEntry, type MemoryDb, type StoredEntry } from './memory-db.js'
 import { openUpgraded } from './memory-upgrade.js'
-import { encodeBlock, withoutLabels } from './posting-blocks.js'
-import { decodeMemoryCursor, memoryPage } from './memory-cursor.js'
-import { CANDIDATES, cosine, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
+import { encodeBlock } from './posting-blocks.js'
+import { dropPostings, removeLabel } from './memory-removal.js'
+import { listEntries } from './memory-listing.js'
+import { CANDIDATES, exactMatches, fusionFor, rank, type Ranked } from './memory-ranking.js'
 import { RECORD_PREFIX, TenantIndexCache } from './tenant-index-cache.js'
+import type { VectorSide } from './vector-search.js'
 import { tokenize } from './text-features.js'
 
 export interface HnswMemoryOptions {
@@ -44,7 +47,7 @@ const ENTRIES = 'memory entries'
 /**
  * Semantic memory on LMDB + hnswlib. LMDB holds the truth (entries and their keyword
  * postings, in blocks); vectors are derived from the content, and each tenant's HNSW index
- * is a cache (see TenantIndexCache): filled in the background after `add()` acknowledges,
+ * is a cache (see TenantIndexCache), held by a worker thread: filled in the background after `add()` acknowledges,
  * saved as it grows and at close, checked before it is loaded, rebuilt from LMDB when
  * damaged, and completed by an exact scan of whatever it does not cover yet — so nothing
  * acknowledged is lost to a crash and no state of the index file fails a request. Every
@@ -55,7 +58,6 @@ const ENTRIES = 'memory entries'
  * again once the disk does. An `add()` whose entries are committed always succeeds.
  */
 export class HnswMemoryStore implements MemoryStore {
-  private readonly indexes = new Map<string, TenantIndex>()
   /** Per tenant, the keyword statistics in memory (a cache of the postings in LMDB, built on first search). */
   private readonly keywords = new Map<string, KeywordIndex>()
   private readonly cache: TenantIndexCache
@@ -73,7 +75,7 @@ export class HnswMemoryStore implements MemoryStore {
     this.efHybrid = params.efHybrid
     mkdirSync(this.indexDir, { recursive: true })
     this.writes = new WriteHealth(memoryProbe(db))
-    this.cache = new TenantIndexCache(this.indexes, db, this.writes, {
+    this.cache = new TenantIndexCache(db, this.writes, {
       dir: this.indexDir,
       dim: opts.embedder.dimensions,
       params,
@@ -86,11 +88,13 @@ export class HnswMemoryStore implements MemoryStore {
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
     const db = await openUpgraded(opts.dataDir, opts.durability, opts.logger ?? SILENT_LOGGER)
+    let store: HnswMemoryStore | undefined
     try {
-      const store = new HnswMemoryStore(db, opts)
+      store = new HnswMemoryStore(db, opts)
       await store.checkEmbedder()
       return store
     } catch (err) {
+      await store?.cache.close().catch(() => undefined)
       await db.root.close().catch(() => undefined)
       throw err
     }
@@ -134,7 +138,7 @@ export class HnswMemoryStore implements MemoryStore {
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
-    for (const tenant of tenants) this.cache.get(tenant)
+    for (const tenant of tenants) this.cache.open(tenant)
     const deleted = await this.writes.run(
       () =>
         this.db.entries.childTransaction(() => {
@@ -188,25 +192,33 @@ export class HnswMemoryStore implements MemoryStore {
     const mode = q.mode ?? 'hybrid'
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
-    let vector: Ranked[] = []
+    let vectorSide: { collect(): Promise<VectorSide> } | undefined
+    let v: number[] | undefined
     if (mode !== 'keyword') {
-      const [v] = await this.opts.embedder.embed([q.text])
-      vector = filtered
-        ? this.exact(q.tenant, filtered, v!, want)
-        : this.cache.nearest(q.tenant, v!, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      v = (await this.opts.embedder.embed([q.text]))[0]!
+      if (filtered) {
+        // Filtered searches rank their candidates exactly (filtered HNSW search degrades).
+        const scored = this.cache.search.scoreLabels(q.tenant, filtered, v, want)
+        vectorSide = { collect: () => scored }
+      } else {
+        vectorSide = this.cache.search.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined)
+      }
     }
-    // After the embedder's await: read in one synchronous step with the keyword index.
-    const keywords = this.keywordIndex(q.tenant)
-    const keyword = mode === 'vector' ? [] : keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
+    // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
+    let keyword: Ranked[] = []
+    let exact: Set<number> | undefined
+    try {
+      const keywords = this.keywordIndex(q.tenant)
+      if (mode !== 'vector') keyword = keywords.top(tokenize(q.text), want, filtered && ((label) => filtered.has(label)))
+      if (mode === 'hybrid') exact = exactMatches(keywords, q.text)
+    } catch (err) {
+      void vectorSide?.collect()
+      throw err
+    }
+    // Keyword candidates the vector side could not compare (after a restart) are scored too.
+    const vector = vectorSide && v ? await this.cache.search.complete(q.tenant, v, await vectorSide.collect(), keyword, want) : []
     const hits: MemoryHit[] = []
-    for (const r of rank(
-      mode,
-      vector,
-      keyword,
-      q.limit,
-      mode === 'hybrid' ? exactMatches(keywords, q.text) : undefined,
-      fusionFor(this.opts.embedder.id),
-    )) {
+    for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
       const e = this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }
@@ -233,16 +245,6 @@ export class HnswMemoryStore implements MemoryStore {
     return labels
   }
 
-  /** Exact cosine over the given labels' vectors (those not embedded again yet after a restart are left to the keywords). */
-  private exact(tenant: string, labels: Iterable<number>, v: readonly number[], k: number): Ranked[] {
-    const out: Ranked[] = []
-    for (const label of labels) {
-      const vector = this.cache.vectorOf(tenant, label)
-      if (vector) out.push({ label, score: cosine(v, vector) })
-    }
-    return out.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
-  }
-
   /** The tenant's keyword index: in memory, else built from its posting blocks in LMDB. */
   keywordIndex(tenant: string): KeywordIndex {
     let ix = this.keywords.get(tenant)
@@ -264,12 +266,12 @@ export class HnswMemoryStore implements MemoryStore {
           const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
           for (const key of this.db.bySession.getKeys({ start: [tenant, sessionId, 0], end: [tenant, sessionId, Infinity] })) {
             const label = key[2] as number
-            const terms = this.removeLabel(tenant, label, stats)
+            const terms = removeLabel(this.db, tenant, label, stats)
             if (terms) removed.push({ label, terms })
             this.db.bySession.remove(key)
             out.push(key[2] as number)
           }
-          this.dropPostings(tenant, out)
+          dropPostings(this.db, tenant, out)
           // Session ids are never reused: the mark keeps late writes (a queued indexing batch,
           // an add racing the deletion) from bringing the session's memories back.
           this.db.deletedSessions.put([tenant, sessionId], Date.now())
@@ -282,54 +284,6 @@ export class HnswMemoryStore implements MemoryStore {
     if (ix && !removed.every((r) => ix.remove(r.label, r.terms))) this.keywords.delete(tenant)
     this.cache.removed(tenant, labels)
     return labels.length
-  }
-
-  /**
-   * Removes one entry inside a write transaction: its id and session row (the caller drops its postings),
-   * counted out of `stats` (the caller stores them); the label is tombstoned for the saved index.
-   */
-  private removeLabel(tenant: string, label: number, stats: TenantStats): Set<string> | undefined {
-    const e = this.db.entries.get([tenant, label])
-    let terms: Set<string> | undefined
-    if (e) {
-      terms = new Set(tokenize(e.content))
-      this.db.ids.remove(e.id)
-      if (e.session_id) this.db.bySession.remove([tenant, e.session_id, label])
-      stats.docs--
-      stats.totalLength -= e.len
-    }
-    this.db.entries.remove([tenant, label])
-    this.db.tombstones.put([tenant, label], 1)
-    return terms
-  }
-
-  /**
-   * Inside a write transaction: rewrites the posting blocks holding these labels without them
-   * (or removes a block left empty), so a deleted entry's words leave the disk with it.
-   */
-  private dropPostings(tenant: string, labels: readonly number[]): void {
-    const byBlock = new Map<number, Set<number>>()
-    for (const label of labels) {
-      // The block holding a label is the last one that starts at or before it.
-      for (const key of this.db.blocks.getKeys({
-        start: [tenant, label],
-        end: [tenant] as unknown as [string, number],
-        reverse: true,
-        limit: 1,
-      })) {
-        const first = key[1] as number
-        let set = byBlock.get(first)
-        if (!set) byBlock.set(first, (set = new Set()))
-        set.add(label)
-      }
-    }
-    for (const [first, drop] of byBlock) {
-      const block = this.db.blocks.get([tenant, first])
-      if (!block) continue
-      const rest = withoutLabels(first, block, drop)
-      if (rest) this.db.blocks.put([tenant, first], rest)
-      else this.db.blocks.remove([tenant, first])
-    }
   }
 
   /** The entry's label when it is the tenant's (another tenant's id is as unknown as a made-up one). */
@@ -353,8 +307,8 @@ export class HnswMemoryStore implements MemoryStore {
           const l = this.labelOf(tenant, id)
           if (l === undefined || this.db.entries.get([tenant, l]) === undefined) return undefined
           const stats = this.db.stats.get(tenant) ?? { docs: 0, totalLength: 0, next: 0 }
-          terms = this.removeLabel(tenant, l, stats)
-          this.dropPostings(tenant, [l])
+          terms = removeLabel(this.db, tenant, l, stats)
+          dropPostings(this.db, tenant, [l])
           this.db.stats.put(tenant, stats)
           return l
         }),
@@ -369,23 +323,7 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   async list(tenant: string, q: MemoryListQuery): Promise<MemoryPage> {
-    const after = decodeMemoryCursor(q.cursor)
-    const out: { label: number; entry: MemoryEntry }[] = []
-    const keep = (label: number, e: StoredEntry | undefined) => {
-      if (e && matchesMetadata(e.metadata, q.metadata)) out.push({ label, entry: publicEntry(e) })
-    }
-    if (q.sessionId) {
-      for (const key of this.db.bySession.getKeys({ start: [tenant, q.sessionId, after + 1], end: [tenant, q.sessionId, Infinity] })) {
-        if (out.length > q.limit) break
-        keep(key[2] as number, this.db.entries.get([tenant, key[2] as number]))
-      }
-    } else {
-      for (const { key, value } of this.db.entries.getRange({ start: [tenant, after + 1], end: [tenant, Infinity] })) {
-        if (out.length > q.limit) break
-        keep(key[1], value)
-      }
-    }
-    return memoryPage(out, q.limit)
+    return listEntries(this.db, tenant, q)
   }
 
   async count(tenant: string): Promise<number> {
@@ -420,26 +358,24 @@ export class HnswMemoryStore implements MemoryStore {
   }
 
   /** Throws the tenant's index away and builds it again from the entries in LMDB, embedding them again (for measurements). */
-  rebuildIndex(tenant: string): Promise<TenantIndex> {
+  rebuildIndex(tenant: string): Promise<void> {
     return this.cache.rebuildNow(tenant)
   }
 
-  /** Drops the tenant's in-memory index; the next use loads it from its file (for measurements). */
-  unload(tenant: string): void {
-    this.indexes.delete(tenant)
+  /**
+   * Labels the tenant's HNSW index covers (0 while it loads), asking the index worker for it —
+   * its checked saved file, else a fresh one filled from LMDB — when it does not hold it yet.
+   */
+  indexCovered(tenant: string): number {
+    return this.cache.covered(tenant)
   }
 
-  /** The tenant's index: in memory, else its checked saved file, else a fresh one being filled from LMDB. */
-  indexFor(tenant: string): TenantIndex {
-    return this.cache.get(tenant)
+  /** Stops the index worker as a crash would (for tests): logged, started again, indexes reopened; no call fails. */
+  crashIndexWorker(): Promise<void> {
+    return this.cache.crashWorker()
   }
 
   private assertOpen(): void {
     if (this.closed) throw new BurrowError('SHUTTING_DOWN', 'The memory store is closed.')
   }
-}
-
-function publicEntry(e: StoredEntry): MemoryEntry {
-  const { len: _len, ...rest } = e
-  return rest
 }

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import type { Logger } from '../core/logger.js'
 import type { WriteHealth } from '../core/write-health.js'
-import { TenantIndex, type IndexFileRecord } from './hnsw-index.js'
+import { installIndexFile, type IndexFileRecord } from './index-dir.js'
+import type { WriteReply } from './index-worker-protocol.js'
 import type { MemoryDb } from './memory-db.js'
 
 export interface IndexSavesOptions {
@@ -12,6 +13,16 @@ export interface IndexSavesOptions {
   saveEvery: number
   saveGrowth: number
   logger: Logger
+}
+
+/** The indexes as the saves see them (TenantIndexCache: the worker holds them). */
+export interface SavableIndexes {
+  /** Unsaved changes of the tenant's index and the labels it covers; undefined when it is not loaded. */
+  state(tenant: string): { dirty: number; covered: number } | undefined
+  /** Writes the index to a checked temp file (in the index worker). */
+  write(tenant: string): Promise<WriteReply>
+  /** A written file was recorded and installed: its `changes` no longer count. */
+  saved(tenant: string, written: WriteReply): void
 }
 
 /**
@@ -27,20 +38,22 @@ export class IndexSaves {
   closing = false
 
   constructor(
-    private readonly indexes: Map<string, TenantIndex>,
+    private readonly indexes: SavableIndexes,
     private readonly db: MemoryDb,
     private readonly writes: WriteHealth,
     private readonly opts: IndexSavesOptions,
   ) {}
 
   /** Schedules a save when the index has changed enough since the last one. */
-  ifDue(tenant: string, index: TenantIndex): void {
-    if (index.dirty >= (this.saveAt.get(tenant) ?? this.threshold(index))) this.schedule(tenant)
+  ifDue(tenant: string): void {
+    const index = this.indexes.state(tenant)
+    if (index && index.dirty > 0 && index.dirty >= (this.saveAt.get(tenant) ?? this.threshold(index))) this.schedule(tenant)
   }
 
   /**
    * On a later turn of the event loop: by then every deletion whose commit has resolved has
-   * also been applied to the index, so the tombstones the save clears are all in the file.
+   * also been sent to the worker — before the write, so the tombstones the save clears are all
+   * in the file (the worker takes messages in order).
    */
   schedule(tenant: string): void {
     if (this.scheduled.has(tenant)) return
@@ -68,12 +81,11 @@ export class IndexSaves {
    * previous file and its record as they were.
    */
   private async writeFile(tenant: string): Promise<void> {
-    const index = this.indexes.get(tenant)
-    if (!index) return
+    if (!this.indexes.state(tenant)) return
     const key = tenantKey(tenant)
+    // Read before the write is asked for: the deletions they stand for were sent to the worker before it.
     const tombstones = [...this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })]
-    const changes = index.dirty
-    const prepared = index.write(this.opts.dir, key)
+    const prepared = await this.indexes.write(tenant)
     try {
       await this.writes.run(
         () =>
@@ -83,22 +95,22 @@ export class IndexSaves {
           }),
         'the memory index record',
       )
-      TenantIndex.install(this.opts.dir, key, prepared)
+      installIndexFile(this.opts.dir, key, prepared)
     } catch (err) {
       rmSync(prepared.tmp, { force: true })
       throw err
     }
-    index.dirty = Math.max(0, index.dirty - changes)
+    this.indexes.saved(tenant, prepared)
     this.saveAt.delete(tenant)
   }
 
   /** Changes after which an index is saved: a share of its size, so saving costs O(size) bytes per O(size) changes. */
-  private threshold(index: TenantIndex): number {
+  private threshold(index: { covered: number }): number {
     return Math.max(this.opts.saveEvery, Math.ceil(this.opts.saveGrowth * index.covered))
   }
 
   private failed(tenant: string, err: unknown): void {
-    const index = this.indexes.get(tenant)
+    const index = this.indexes.state(tenant)
     if (index) this.saveAt.set(tenant, index.dirty + this.threshold(index))
     this.opts.logger.warn(
       { err, tenant_key: tenantKey(tenant) },

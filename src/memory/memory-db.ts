@@ -5,6 +5,12 @@ import type { MemoryEntry } from '../core/memory-store.js'
 
 /** An entry as stored: the public entry plus its length in tokens (for BM25). */
 export type StoredEntry = MemoryEntry & { len: number }
+/** The entry as clients see it (without its token count). */
+export function publicEntry(e: StoredEntry): MemoryEntry {
+  const { len: _len, ...rest } = e
+  return rest
+}
+
 export interface TenantStats {
   docs: number
   totalLength: number

@@ -1,11 +1,16 @@
 import type { Logger } from '../core/logger.js'
-import { DamagedIndexError } from './index-file.js'
-import { TenantIndex, moveAside, type HnswParams, type IndexFileRecord } from './hnsw-index.js'
 import type { WriteHealth } from '../core/write-health.js'
 import type { Embedder } from '../core/memory-store.js'
+import type { HnswParams } from './hnsw-params.js'
+import type { IndexFileRecord } from './index-dir.js'
+import { IndexFeed } from './index-feed.js'
+import { IndexWorkerClient } from './index-worker-client.js'
+import type { OpenReply, WorkerEvent, WriteReply } from './index-worker-protocol.js'
 import type { MemoryDb } from './memory-db.js'
-import { cosine, type Ranked } from './memory-ranking.js'
 import { IndexSaves, recordKey, tenantKey } from './index-saves.js'
+import { nextReport, wake, type TenantState } from './tenant-index-state.js'
+import { VectorSearch } from './vector-search.js'
+import { VectorTail } from './vector-tail.js'
 
 export { RECORD_PREFIX, tenantKey } from './index-saves.js'
 
@@ -26,96 +31,112 @@ export interface TenantIndexCacheOptions {
   logger: Logger
 }
 
-/**
- * Milliseconds of HNSW inserts between two turns of the event loop (inserts are CPU-bound and
- * synchronous): 8, or 24 while more than BIG_BACKLOG entries wait — every search scans the
- * waiting vectors exactly, so a long backlog under search load would otherwise feed itself.
- */
-const SLICE_MS = 8
-const BIG_SLICE_MS = 24
-const BIG_BACKLOG = 4096
-/** Entries embedded at a time when their vectors are not in memory. */
-const EMBED_BATCH = 128
-/** At close, time spent inserting what waits in memory before the last save (a shutdown should not wait on a long backlog). */
+/** At close, time the worker spends inserting what waits in memory before the last save (a shutdown should not wait on a long backlog). */
 const CLOSE_BUDGET_MS = 2_000
-/** After indexing failed (an embedder endpoint down…), wait this long before trying again. */
-const RETRY_MS = 5_000
 
 /**
- * The tenants' HNSW indexes, kept behind LMDB (the truth) without ever failing a caller.
- * Vectors are derived data: LMDB keeps the entries' content, not their vectors.
+ * The tenants' HNSW indexes, kept behind LMDB (the truth) without ever failing a caller. The
+ * indexes live in one worker thread (IndexWorkerClient, index-host.ts): inserts, loads, saves
+ * and the searches themselves never run on the event loop. Vectors are derived data: LMDB
+ * keeps the entries' content, not their vectors.
  *
- * - Labels below an index's `covered` are in it (or deleted); labels at or above it are
- *   inserted in the background, in label order, a few milliseconds at a time, and until then
- *   their vectors wait in memory (`tail`) and {@link nearest} finds them by an exact scan.
- *   `add()` hands its vectors over after the commit and returns: acknowledging does not wait
- *   for the index.
+ * - Labels below an index's `covered` (as the worker acknowledged it) are in it (or deleted);
+ *   labels at or above it wait in memory (the tail) and searches (VectorSearch) find them by an exact
+ *   scan while they are streamed to the worker, in label order, which inserts them a slice at a
+ *   time and reports how far it got. `add()` hands its vectors over after the commit and
+ *   returns: acknowledging does not wait for the index.
  * - Entries whose vectors are not in memory — the unsaved part after a restart or crash, a
- *   rebuild, an embedder change — are embedded again from their content, in the background;
- *   until then they are found by keywords only.
+ *   rebuild, an embedder change, a worker that stopped — are embedded again from their
+ *   content, in the background; until then a search scores those among its keyword
+ *   candidates by embedding them on the spot (VectorSearch.complete).
  * - A missing or damaged file, or an insert or search that throws, gives the tenant a fresh
  *   index that is filled from LMDB the same way (a rebuild), with one warning in the log;
- *   the fresh file is saved once it is complete.
+ *   the fresh file is saved once it is complete. A worker that stops is logged and started
+ *   again, and every index it held is opened again (file, else rebuild).
  * - An index is saved when its changes since the last save reach a share of its size, and at
- *   close. Saving never fails an operation: a failed save is logged and tried again after as
- *   many changes again. Each save is recorded in LMDB (file name and sha256), and a file that
- *   does not match the record is not loaded.
+ *   close (see IndexSaves). Saving never fails an operation.
  */
 export class TenantIndexCache {
-  private readonly draining = new Map<string, Promise<void>>()
-  /** Tenants whose index is being built from scratch. */
-  private readonly rebuilding = new Set<string>()
-  /** Per tenant, vectors of labels at or above its index's `covered`, waiting to be inserted (null: the embedder gave a vector of the wrong length). */
-  private readonly tails = new Map<string, Map<number, Float32Array | null>>()
-  /** After indexing failed: when to try again. */
-  private readonly retryAt = new Map<string, number>()
+  private readonly states = new Map<string, TenantState>()
+  /** Tenant by key (the worker names tenants by key). */
+  private readonly tenantOf = new Map<string, string>()
+  private readonly tail = new VectorTail()
+  private readonly client: IndexWorkerClient
+  private readonly saves: IndexSaves
+  private readonly feed: IndexFeed
+  /** The vector side of searches (nearest, scoreLabels, complete). */
+  readonly search: VectorSearch
+  private epochs = 0
   private closing = false
 
-  private readonly saves: IndexSaves
-
   constructor(
-    readonly indexes: Map<string, TenantIndex>,
     private readonly db: MemoryDb,
     writes: WriteHealth,
     private readonly opts: TenantIndexCacheOptions,
   ) {
-    this.saves = new IndexSaves(indexes, db, writes, opts)
+    this.client = new IndexWorkerClient(
+      { dir: opts.dir, dim: opts.dim, params: opts.params },
+      {
+        event: (m) => this.onEvent(m),
+        stopped: () => {
+          for (const st of this.states.values()) wake(st)
+        },
+        restarted: () => this.reopenAll(),
+      },
+      opts.logger,
+    )
+    this.saves = new IndexSaves(
+      {
+        state: (tenant) => {
+          const st = this.states.get(tenant)
+          return st?.loaded ? st : undefined
+        },
+        write: (tenant) => this.write(tenant),
+        saved: (tenant, written) => this.saved(tenant, written),
+      },
+      db,
+      writes,
+      opts,
+    )
+    this.feed = new IndexFeed({
+      db,
+      tail: this.tail,
+      client: this.client,
+      embedder: opts.embedder,
+      dim: opts.dim,
+      logger: opts.logger,
+      state: (tenant) => this.states.get(tenant),
+      closing: () => this.closing,
+      ended: () => this.client.setBusy(this.inFlight()),
+    })
+    this.search = new VectorSearch({
+      db,
+      tail: this.tail,
+      client: this.client,
+      embedder: opts.embedder,
+      dim: opts.dim,
+      open: (tenant) => this.open(tenant),
+      loaded: (tenant) => this.loaded(tenant),
+      searched: (tenant, st) => {
+        if (st.covered < this.next(tenant)) void this.feed.catchUp(tenant)
+      },
+      broken: (tenant, err) => this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB'),
+    })
   }
 
   /**
-   * The tenant's index: in memory, else its saved file (checked before hnswlib reads it)
-   * with the deletions recorded since, else — missing or damaged — a fresh index being
-   * filled from LMDB. Labels the index does not cover yet are added in the background.
+   * Asks the worker for the tenant's index unless it has it: its saved file (checked before
+   * hnswlib reads it) with the deletions recorded since, else — missing or damaged — a fresh
+   * index filled from LMDB. The file is judged against LMDB as it is now (what `add()` relies
+   * on, opening before its commit). Labels the index does not cover are added in the background.
    */
-  get(tenant: string): TenantIndex {
-    const have = this.indexes.get(tenant)
-    if (have) return have
-    const key = tenantKey(tenant)
-    const next = this.next(tenant)
-    let index: TenantIndex | null = null
-    let damaged = false
-    try {
-      index = TenantIndex.load(this.opts.dir, key, this.opts.dim, { labelsBelow: next, record: this.record(key), params: this.opts.params })
-    } catch (err) {
-      damaged = true
-      const file = err instanceof DamagedIndexError ? err.file : undefined
-      const aside = file ? moveAside(this.opts.dir, key, file) : null
-      this.opts.logger.warn({ err, tenant_key: key, file, moved_to: aside }, 'memory index file is damaged: rebuilding the index from LMDB')
-    }
-    if (index) {
-      for (const t of this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) {
-        if ((t[1] as number) < index.covered) index.remove(t[1] as number)
-      }
-    } else {
-      index = TenantIndex.create(this.opts.dim, this.opts.params)
-      if (next > 0) {
-        this.rebuilding.add(tenant)
-        if (!damaged) this.opts.logger.info({ tenant_key: key, labels: next }, 'no saved memory index: building it from LMDB')
-      }
-    }
-    this.indexes.set(tenant, index)
-    if (index.covered < next) void this.catchUp(tenant)
-    return index
+  open(tenant: string): TenantState {
+    return this.states.get(tenant) ?? this.request(tenant, false)
+  }
+
+  /** Labels the tenant's index has acknowledged (0 while it loads). */
+  covered(tenant: string): number {
+    return this.open(tenant).covered
   }
 
   /**
@@ -123,235 +144,209 @@ export class TenantIndexCache {
    * inserted into the index in the background. Returns at once.
    */
   added(tenant: string, vectors: ReadonlyArray<{ label: number; vector: number[] }>): void {
-    const index = this.get(tenant)
-    const tail = this.tail(tenant)
-    for (const { label, vector } of vectors) if (label >= index.covered) tail.set(label, this.checked(vector))
-    void this.catchUp(tenant)
+    const st = this.open(tenant)
+    for (const { label, vector } of vectors) if (label >= st.covered) this.tail.set(tenant, label, this.feed.checked(vector))
+    st.stalled = false
+    void this.feed.catchUp(tenant)
   }
 
-  /** Nearest labels by cosine among all of the tenant's vectors: the index (searched at `ef`, default efSearch), plus an exact scan of what it does not cover yet. */
-  nearest(tenant: string, vector: readonly number[], k: number, ef?: number): Ranked[] {
-    let index = this.get(tenant)
-    let found: Ranked[] = []
-    try {
-      found = index.search(vector, k, undefined, ef)
-    } catch (err) {
-      index = this.replace(tenant, err, 'searching a memory index failed: rebuilding it from LMDB')
-    }
-    const tail = this.tails.get(tenant)
-    if (tail) {
-      for (const [label, v] of tail) {
-        if (label < index.covered) tail.delete(label)
-        else if (v) found.push({ label, score: cosine(vector, v) })
-      }
-    }
-    if (index.covered < this.next(tenant)) void this.catchUp(tenant)
-    return found.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, k)
-  }
-
-  /** The label's vector, from the index or the tail; undefined when neither has it (deleted, or not embedded again yet). */
-  vectorOf(tenant: string, label: number): ArrayLike<number> | undefined {
-    const tail = this.tails.get(tenant)?.get(label)
-    if (tail !== undefined) return tail ?? undefined
-    const index = this.get(tenant)
-    return label < index.covered ? index.point(label) : undefined
-  }
-
-  /** Labels just deleted in LMDB leave the in-memory index too (their tombstones cover the saved file). */
+  /** Labels just deleted in LMDB leave the index too (their tombstones cover the saved file). */
   removed(tenant: string, labels: readonly number[]): void {
-    const index = this.indexes.get(tenant)
-    const tail = this.tails.get(tenant)
-    for (const l of labels) {
-      index?.remove(l)
-      tail?.delete(l)
-    }
+    for (const l of labels) this.tail.delete(tenant, l)
+    const st = this.states.get(tenant)
+    if (st && labels.length > 0) this.client.send({ type: 'delete', key: st.key, labels: [...labels] })
   }
 
   /** Throws the tenant's index away and builds it again from the entries in LMDB, re-embedding them (for measurements). */
-  async rebuildNow(tenant: string): Promise<TenantIndex> {
-    const index = TenantIndex.create(this.opts.dim, this.opts.params)
+  async rebuildNow(tenant: string): Promise<void> {
+    this.tail.drop(tenant)
+    this.request(tenant, true)
     const next = this.next(tenant)
-    for (let from = 0; from < next;) {
-      const batch = [...this.db.entries.getRange({ start: [tenant, from], end: [tenant, next], limit: 1024 })]
-      if (batch.length === 0) break
-      const vectors = await this.opts.embedder.embed(batch.map((e) => e.value.content))
-      batch.forEach((e, i) => index.add(e.key[1] as number, vectors[i]!))
-      from = (batch.at(-1)!.key[1] as number) + 1
+    for (;;) {
+      const st = this.states.get(tenant)
+      if (!st || this.closing || (st.loaded && st.covered >= next)) return
+      void this.feed.catchUp(tenant)
+      await nextReport(st)
     }
-    index.covered = Math.max(index.covered, next)
-    this.rebuilding.delete(tenant)
-    this.tails.delete(tenant)
-    this.indexes.set(tenant, index)
-    return index
   }
 
-  /** Entries LMDB holds that the loaded indexes do not cover yet. */
+  /** Entries LMDB holds that the opened indexes do not cover yet. */
   backlog(): number {
     let n = 0
-    for (const [tenant, index] of this.indexes) n += Math.max(0, this.next(tenant) - index.covered)
+    for (const [tenant, st] of this.states) n += Math.max(0, this.next(tenant) - st.covered)
     return n
   }
 
   /** Saves every index with unsaved changes; failures are logged. */
   async saveAll(): Promise<void> {
-    for (const tenant of [...this.indexes.keys()]) if ((this.indexes.get(tenant)?.dirty ?? 0) > 0) await this.saves.save(tenant)
+    for (const [tenant, st] of [...this.states]) if (st.loaded && st.dirty > 0) await this.saves.save(tenant)
+  }
+
+  /** Stops the worker as a crash would (for tests): it is logged, started again, and the indexes reopened. */
+  crashWorker(): Promise<void> {
+    return this.client.crash()
   }
 
   /**
-   * Stops the background work, inserts the vectors waiting in memory (no embedding) for up to
-   * CLOSE_BUDGET_MS in all, then saves what changed. What is left is embedded again at the next start.
+   * Stops the background work, lets the worker insert the vectors waiting in memory (no
+   * embedding) for up to CLOSE_BUDGET_MS, saves what changed and stops the worker. What is left
+   * is embedded again at the next start.
    */
   async close(): Promise<void> {
     this.closing = true
     this.saves.closing = true
-    await Promise.all([...this.draining.values(), this.saves.running()])
-    const deadline = performance.now() + CLOSE_BUDGET_MS
-    for (const tenant of [...this.indexes.keys()]) {
-      const index = this.indexes.get(tenant)
-      if (!index) continue
-      this.insertFromTail(tenant, index, this.next(tenant), deadline)
-      if (index.dirty > 0) await this.saves.writeNow(tenant)
+    for (const st of this.states.values()) wake(st)
+    await Promise.all([this.feed.running(), this.saves.running()])
+    const open = [...this.states].filter(([, st]) => st.loaded)
+    if (open.length > 0 && this.client.running) {
+      for (const [tenant, st] of open) this.feed.send(tenant, st, this.next(tenant), Infinity)
+      await this.client.request({ type: 'flush', ms: CLOSE_BUDGET_MS }).catch(() => undefined)
+      for (const [tenant, st] of open) if (st.dirty > 0) await this.saves.writeNow(tenant)
     }
+    await this.client.close()
   }
 
-  private catchUp(tenant: string): Promise<void> {
-    const running = this.draining.get(tenant)
-    if (running) return running
-    if ((this.retryAt.get(tenant) ?? 0) > Date.now()) return Promise.resolve()
-    // Started a microtask later, so the entry is in the map before drain() can remove it.
-    const done = Promise.resolve().then(() => this.drain(tenant))
-    this.draining.set(tenant, done)
-    return done
-  }
-
-  /**
-   * Inserts the labels from `covered` up to LMDB's next label, a few milliseconds per turn of
-   * the event loop; labels whose vectors are not in memory are embedded from their content
-   * first. Never rejects: a failure is logged and retried a little later.
-   */
-  private async drain(tenant: string): Promise<void> {
-    try {
-      for (;;) {
-        const index = this.indexes.get(tenant)
-        const next = this.next(tenant)
-        if (this.closing || !index || index.covered >= next) break
-        const outcome = this.insertFromTail(
-          tenant,
-          index,
-          next,
-          performance.now() + (next - index.covered > BIG_BACKLOG ? BIG_SLICE_MS : SLICE_MS),
-        )
-        if (outcome === 'stop') break
-        if (outcome === 'embed') await this.embedMissing(tenant, index.covered, next)
-        else await new Promise<void>((r) => setImmediate(r))
-      }
-      this.retryAt.delete(tenant)
-      this.caughtUp(tenant)
-    } catch (err) {
-      this.retryAt.set(tenant, Date.now() + RETRY_MS)
-      this.opts.logger.error(
-        { err, tenant_key: tenantKey(tenant) },
-        'indexing memory entries failed; searches scan what the index lacks, and it is tried again',
-      )
-    } finally {
-      this.draining.delete(tenant)
+  /** Sends the open request and records the state it is for. `fresh`: an empty index, whatever is on disk. */
+  private request(tenant: string, fresh: boolean): TenantState {
+    const key = tenantKey(tenant)
+    this.tenantOf.set(key, tenant)
+    const next = this.next(tenant)
+    const st: TenantState = {
+      key,
+      epoch: ++this.epochs,
+      ready: Promise.resolve(true),
+      loaded: fresh,
+      covered: 0,
+      sent: 0,
+      dirty: 0,
+      rebuilding: fresh && next > 0,
+      stalled: false,
+      waiters: [],
     }
-  }
-
-  /**
-   * Inserts labels from `covered` on, in order, while their vectors are in the tail, until
-   * `next` or the deadline: 'embed' when the next live label has no vector in memory.
-   * Synchronous, so a deletion committed meanwhile is applied before or after, never between.
-   */
-  private insertFromTail(tenant: string, index: TenantIndex, next: number, deadline: number): 'ok' | 'embed' | 'retry' | 'stop' {
-    const tail = this.tail(tenant)
-    let n = 0
-    while (index.covered < next) {
-      if ((++n & 15) === 0 && performance.now() > deadline) return 'ok'
-      const label = index.covered
-      const vector = tail.get(label)
-      if (vector === undefined) {
-        if (this.db.entries.doesExist([tenant, label])) return 'embed'
-        index.covered = label + 1 // deleted
-        continue
-      }
-      if (vector === null) {
-        this.opts.logger.warn(
-          { tenant_key: tenantKey(tenant), label },
-          'the embedder gave a memory entry a vector of the wrong length: the entry is found by keywords only',
-        )
-        tail.delete(label)
-        index.covered = label + 1
-        continue
-      }
-      try {
-        index.add(label, Array.from(vector))
-        tail.delete(label)
-      } catch (err) {
-        if (this.rebuilding.has(tenant)) {
-          // A fresh index fails too: stop here; the next add resumes, searches scan the rest.
-          this.opts.logger.error(
-            { err, tenant_key: tenantKey(tenant), label },
-            'rebuilding a memory index failed; searches scan what it lacks',
-          )
-          return 'stop'
-        }
-        this.replace(tenant, err, 'inserting into a memory index failed: rebuilding it from LMDB', label)
-        return 'retry'
-      }
-    }
-    return 'ok'
-  }
-
-  /** Embeds the content of up to EMBED_BATCH live entries from `from` whose vectors are not in memory, into the tail. */
-  private async embedMissing(tenant: string, from: number, next: number): Promise<void> {
-    const tail = this.tail(tenant)
-    const batch: Array<{ label: number; content: string }> = []
-    for (const { key, value } of this.db.entries.getRange({ start: [tenant, from], end: [tenant, next] })) {
-      if (batch.length === EMBED_BATCH) break
-      if (!tail.has(key[1] as number)) batch.push({ label: key[1] as number, content: value.content })
-    }
-    if (batch.length === 0) return
-    const vectors = await this.opts.embedder.embed(batch.map((b) => b.content))
-    // After the await: only entries still there, and not inserted meanwhile by another index.
-    const covered = this.indexes.get(tenant)?.covered ?? 0
-    batch.forEach((b, i) => {
-      if (b.label >= covered && this.db.entries.doesExist([tenant, b.label])) tail.set(b.label, this.checked(vectors[i]!))
+    const old = this.states.get(tenant)
+    this.states.set(tenant, st)
+    if (old) wake(old)
+    const tombstones = fresh
+      ? []
+      : [...this.db.tombstones.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })].map((t) => t[1] as number)
+    const reply = this.client.request<OpenReply>({
+      type: 'open',
+      key,
+      epoch: st.epoch,
+      labelsBelow: next,
+      record: fresh ? undefined : this.record(key),
+      tombstones,
+      fresh,
     })
+    // A fresh index is there for every later message (the worker takes them in order): no need to wait.
+    st.ready = reply.then(
+      (r) => {
+        if (!fresh) this.opened(tenant, st, r, next)
+        return true
+      },
+      () => false,
+    )
+    return st
   }
 
-  private checked(vector: readonly number[]): Float32Array | null {
-    return vector.length === this.opts.dim ? Float32Array.from(vector) : null
-  }
-
-  private tail(tenant: string): Map<number, Float32Array | null> {
-    let tail = this.tails.get(tenant)
-    if (!tail) {
-      tail = new Map()
-      this.tails.set(tenant, tail)
+  private opened(tenant: string, st: TenantState, r: OpenReply, next: number): void {
+    if (this.states.get(tenant) !== st) return
+    st.loaded = true
+    st.covered = st.sent = r.covered
+    this.tail.prune(tenant, 0, r.covered)
+    if (r.from === 'damaged') {
+      this.opts.logger.warn(
+        { err: new Error(r.reason), tenant_key: st.key, file: r.file, moved_to: r.movedTo },
+        'memory index file is damaged: rebuilding the index from LMDB',
+      )
     }
-    return tail
+    if (r.from !== 'file' && next > 0) {
+      st.rebuilding = true
+      if (r.from === 'none') this.opts.logger.info({ tenant_key: st.key, labels: next }, 'no saved memory index: building it from LMDB')
+    }
+    if (st.covered < this.next(tenant)) void this.feed.catchUp(tenant)
+  }
+
+  /** The tenant's state once its index is loaded, or once it is clear that it will not be soon (the worker stopped). */
+  private async loaded(tenant: string): Promise<TenantState> {
+    const st = this.open(tenant)
+    if (st.loaded) return st
+    await st.ready
+    return this.states.get(tenant) ?? st
+  }
+
+  private onEvent(m: WorkerEvent): void {
+    const tenant = this.tenantOf.get(m.key)
+    const st = tenant === undefined ? undefined : this.states.get(tenant)
+    if (tenant === undefined || !st || st.epoch !== m.epoch) return
+    if (m.type === 'failed') {
+      wake(st)
+      if (!st.rebuilding)
+        return void this.replace(tenant, new Error(m.message), 'inserting into a memory index failed: rebuilding it from LMDB', m.label)
+      // A fresh index fails too: stop here; the next add resumes, searches scan the rest.
+      this.opts.logger.error(
+        { err: new Error(m.message), tenant_key: st.key, label: m.label },
+        'rebuilding a memory index failed; searches scan what it lacks',
+      )
+      this.acknowledge(tenant, st, m.covered)
+      st.sent = st.covered
+      st.stalled = true
+      return
+    }
+    st.dirty = m.dirty
+    this.acknowledge(tenant, st, m.covered)
+    wake(st)
+    // Saved once caught up, as before the worker: a file then covers every entry acknowledged so far.
+    if (st.covered >= this.next(tenant)) this.caughtUp(tenant, st)
+  }
+
+  private acknowledge(tenant: string, st: TenantState, covered: number): void {
+    if (covered > st.covered) this.tail.prune(tenant, st.covered, covered)
+    st.covered = covered
+    this.client.setBusy(this.inFlight())
+  }
+
+  /** A new worker holds nothing: every index is opened again (the vectors waiting in memory stay). */
+  private reopenAll(): void {
+    for (const tenant of [...this.states.keys()]) this.request(tenant, false)
   }
 
   /** An index whose native calls threw is not trusted again: a fresh one takes its place and is filled from LMDB. */
-  private replace(tenant: string, err: unknown, msg: string, label?: number): TenantIndex {
+  private replace(tenant: string, err: unknown, msg: string, label?: number): void {
     this.opts.logger.warn({ err, tenant_key: tenantKey(tenant), ...(label === undefined ? {} : { label }) }, msg)
-    const fresh = TenantIndex.create(this.opts.dim, this.opts.params)
-    this.indexes.set(tenant, fresh)
-    this.rebuilding.add(tenant)
-    void this.catchUp(tenant)
-    return fresh
+    this.request(tenant, true)
+    void this.feed.catchUp(tenant)
   }
 
-  private caughtUp(tenant: string): void {
-    const index = this.indexes.get(tenant)
-    if (!index || this.closing || index.covered < this.next(tenant)) return
-    if (this.rebuilding.delete(tenant)) {
-      this.opts.logger.info({ tenant_key: tenantKey(tenant), labels: index.covered }, 'memory index rebuilt from LMDB')
+  private caughtUp(tenant: string, st: TenantState): void {
+    if (this.closing) return
+    if (st.rebuilding) {
+      st.rebuilding = false
+      this.opts.logger.info({ tenant_key: st.key, labels: st.covered }, 'memory index rebuilt from LMDB')
       this.saves.schedule(tenant)
     } else {
-      this.saves.ifDue(tenant, index)
+      this.saves.ifDue(tenant)
     }
+  }
+
+  private write(tenant: string): Promise<WriteReply> {
+    const st = this.states.get(tenant)
+    if (!st?.loaded) return Promise.reject(new Error('the memory index is not loaded'))
+    return this.client.request<WriteReply>({ type: 'write', key: st.key })
+  }
+
+  private saved(tenant: string, written: WriteReply): void {
+    const st = this.states.get(tenant)
+    if (!st || st.epoch !== written.epoch) return
+    st.dirty = Math.max(0, st.dirty - written.changes)
+    this.client.send({ type: 'saved', key: st.key, epoch: st.epoch, changes: written.changes })
+  }
+
+  /** Inserts handed over and not acknowledged, or being prepared: the worker keeps the process alive meanwhile. */
+  private inFlight(): boolean {
+    if (this.feed.active) return true
+    for (const st of this.states.values()) if (st.sent > st.covered) return true
+    return false
   }
 
   private record(key: string): IndexFileRecord | undefined {

@@ -199,7 +199,7 @@ t.test(
         `found by its words: ${texts[700 + i]}`,
       )
     }
-    t.ok(store.indexFor('acme').covered < texts.length, 'the rebuild does not hold the first search: it goes on in the background')
+    t.ok(store.indexCovered('acme') < texts.length, 'the rebuild does not hold the first search: it goes on in the background')
     // Just-added entries are found by their vectors at once, before the rebuild reaches them.
     await store.add([entry('A brand new note about the lighthouse keeper.')])
     t.match(

@@ -84,7 +84,7 @@ t.test('opening upgrades layout 1: entries, counts and searches read back as tha
     }
   }
   // alpha's unsaved tail, and beta (never saved), had their vectors only in the dropped rows: they are embedded again from the content.
-  await eventually(() => store.indexFor('alpha').covered === 130 && store.indexFor('beta').covered === 40)
+  await eventually(() => store.indexCovered('alpha') === 130 && store.indexCovered('beta') === 40)
   for (const tenant of ['alpha', 'beta'] as const) {
     for (const [key, ids] of Object.entries(expected[tenant].searches)) {
       const [mode, q] = key.split(/:(.*)/s) as ['keyword' | 'vector', string]

@@ -1,0 +1,202 @@
+import { Worker } from 'node:worker_threads'
+import type { Logger } from '../core/logger.js'
+import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, WorkerEvent } from './index-worker-protocol.js'
+
+/**
+ * Starts index-worker.js from the build, or index-worker.ts from the sources (tests, `npm run
+ * dev`, benchmarks with BENCH_APP=src) after registering tsx's loader in the worker itself: a
+ * worker does not inherit the loaders tsx registers in the main thread. Plain CommonJS run with
+ * `eval` (as use-lite-embedder.ts starts its worker). `execArgv: []`: the test runner's own
+ * `--import` hooks would load again in every worker and cost seconds.
+ */
+const BOOT = `
+const { workerData } = require('node:worker_threads')
+const ready = workerData.tsx ? import(workerData.tsx).then((m) => m.register()) : Promise.resolve()
+ready.then(() => import(workerData.entry))
+`
+
+/** How long close() waits for the worker to end itself before terminating it. */
+const EXIT_WAIT_MS = 10_000
+/** A pause before restarting a worker that stopped soon after it started (doubling up to this). */
+const MAX_RESTART_DELAY_MS = 30_000
+const QUICK_EXIT_MS = 10_000
+
+/** The request could not be answered: the worker stopped (or is being restarted, or closed). */
+export class IndexWorkerGone extends Error {
+  constructor(message = 'the memory index worker is not running') {
+    super(message)
+    this.name = 'IndexWorkerGone'
+  }
+}
+
+/** The worker answered with an error; `broken`: a native call on the index threw, so it is not trusted again. */
+export class IndexRequestError extends Error {
+  constructor(
+    message: string,
+    readonly broken: boolean,
+  ) {
+    super(message)
+    this.name = 'IndexRequestError'
+  }
+}
+
+export interface IndexWorkerEvents {
+  /** Progress of inserts, or an insert that failed. */
+  event(m: WorkerEvent): void
+  /** The worker stopped without being asked: pending requests have failed, a new one starts soon. */
+  stopped(): void
+  /** A new worker runs after the previous one stopped: the indexes it held are gone. */
+  restarted(): void
+}
+
+interface Pending {
+  resolve: (v: unknown) => void
+  reject: (e: Error) => void
+}
+
+/**
+ * The main thread's side of the index worker: one message per request, answered by id, in
+ * order. A worker that stops without being asked (a crash, an out-of-memory kill, a test) is
+ * logged and started again — at once, or after a pause that doubles while it keeps stopping
+ * soon after starting — and `restarted` tells the owner to open its indexes again; requests
+ * pending or made meanwhile reject with {@link IndexWorkerGone}, never hang. The worker keeps
+ * the process alive only while a request is pending or the owner says it is busy (inserts in flight).
+ */
+export class IndexWorkerClient {
+  private worker: Worker | undefined
+  /** Resolves when the current worker has exited. */
+  private ended: Promise<void> = Promise.resolve()
+  private nextId = 0
+  private readonly pending = new Map<number, Pending>()
+  private closed = false
+  private busy = false
+  private refd = true
+  private startedAt = 0
+  private restartDelay = 0
+  private restartTimer: NodeJS.Timeout | undefined
+
+  constructor(
+    private readonly data: IndexWorkerData,
+    private readonly events: IndexWorkerEvents,
+    private readonly logger: Logger,
+  ) {
+    this.start()
+  }
+
+  /** Whether a worker runs now (requests made while none does reject at once). */
+  get running(): boolean {
+    return this.worker !== undefined
+  }
+
+  request<T>(msg: IndexRequest, transfer: ArrayBuffer[] = []): Promise<T> {
+    const w = this.worker
+    if (!w) return Promise.reject(new IndexWorkerGone())
+    const id = ++this.nextId
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+      w.postMessage({ ...msg, id }, transfer)
+      this.updateRef()
+    })
+  }
+
+  /** A message without an answer; dropped when no worker runs (its indexes are opened again from LMDB and files). */
+  send(msg: IndexNotice, transfer: ArrayBuffer[] = []): void {
+    this.worker?.postMessage(msg, transfer)
+  }
+
+  /** While busy (inserts in flight), the worker keeps the process alive. */
+  setBusy(busy: boolean): void {
+    this.busy = busy
+    this.updateRef()
+  }
+
+  /** Makes the worker exit as a crash would (for tests): logged, restarted, its indexes opened again. */
+  async crash(): Promise<void> {
+    const ended = this.ended
+    this.worker?.postMessage({ type: 'exit', code: 1 })
+    await ended
+  }
+
+  /**
+   * Stops the worker for good once it has finished what it is doing (terminated only if it does
+   * not end within EXIT_WAIT_MS); pending and later requests reject.
+   */
+  async close(): Promise<void> {
+    this.closed = true
+    clearTimeout(this.restartTimer)
+    const w = this.worker
+    if (w) {
+      w.postMessage({ type: 'exit', code: 0 })
+      const timer = setTimeout(() => void w.terminate(), EXIT_WAIT_MS)
+      await this.ended
+      clearTimeout(timer)
+    }
+    this.fail(new IndexWorkerGone('the memory index worker is closed'))
+  }
+
+  private start(): void {
+    const ts = import.meta.url.endsWith('.ts')
+    const workerData = {
+      ...this.data,
+      entry: new URL(ts ? './index-worker.ts' : './index-worker.js', import.meta.url).href,
+      tsx: ts ? import.meta.resolve('tsx/esm/api') : undefined,
+    }
+    const w = new Worker(BOOT, { eval: true, execArgv: [], workerData })
+    this.worker = w
+    this.refd = true
+    this.startedAt = performance.now()
+    w.on('message', (m: FromWorker) => {
+      if (w === this.worker) this.receive(m)
+    })
+    w.on('error', (err) => this.logger.error({ err }, 'the memory index worker failed'))
+    this.ended = new Promise((resolve) => w.once('exit', () => resolve()))
+    w.on('exit', (code) => this.exited(w, code))
+    this.updateRef()
+  }
+
+  private receive(m: FromWorker): void {
+    if (m.type !== 'reply') return this.events.event(m)
+    const p = this.pending.get(m.id)
+    if (!p) return
+    this.pending.delete(m.id)
+    this.updateRef()
+    if (m.ok) p.resolve(m.value)
+    else p.reject(new IndexRequestError(m.message, m.broken === true))
+  }
+
+  private exited(w: Worker, code: number): void {
+    if (w !== this.worker) return
+    this.worker = undefined
+    this.fail(new IndexWorkerGone(`the memory index worker stopped (exit code ${code})`))
+    if (this.closed) return
+    const quick = performance.now() - this.startedAt < QUICK_EXIT_MS
+    this.restartDelay = quick ? Math.min(MAX_RESTART_DELAY_MS, Math.max(100, this.restartDelay * 2)) : 0
+    this.logger.error(
+      { exit_code: code, restart_in_ms: this.restartDelay },
+      'the memory index worker stopped: it is started again and its indexes loaded again; searches meanwhile use the keywords and the vectors waiting in memory',
+    )
+    this.restartTimer = setTimeout(() => {
+      if (this.closed) return
+      this.start()
+      this.logger.info({}, 'the memory index worker was started again')
+      this.events.restarted()
+    }, this.restartDelay)
+    this.restartTimer.unref()
+    this.events.stopped()
+  }
+
+  private fail(err: Error): void {
+    const pending = [...this.pending.values()]
+    this.pending.clear()
+    for (const p of pending) p.reject(err)
+  }
+
+  private updateRef(): void {
+    const w = this.worker
+    const want = this.pending.size > 0 || this.busy
+    if (!w || want === this.refd) return
+    this.refd = want
+    if (want) w.ref()
+    else w.unref()
+  }
+}
