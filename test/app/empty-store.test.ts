@@ -3,17 +3,15 @@
 // every session) unless BURROW_ALLOW_EMPTY_STORE=true. (normal-starts.test.ts: what a normal life
 // leaves behind still starts.)
 import t, { type Test } from 'tap'
-import { cp, mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { cp, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Api } from '../helpers/harness.js'
 import { stopServer } from '../helpers/child-server.js'
 import { assertRefused, assertStarts, copyDataDir, SESSIONS, startOn, writeDataDir } from '../helpers/startup-faults.js'
+import { tempDir } from '../helpers/temp-dir.js'
 
 async function freshDir(t: Test): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'burrow-empty-'))
-  t.teardown(() => rm(root, { recursive: true, force: true }))
-  return join(root, 'data')
+  return join(await tempDir(t, 'empty'), 'data')
 }
 
 t.test('a missing or empty session store beside projected sessions', async (t) => {

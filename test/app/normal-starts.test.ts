@@ -2,17 +2,15 @@
 // (empty-store.test.ts): none yet (the quick start), a store alone, memory without the store, and
 // the store switched on later beside that memory.
 import t, { type Test } from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Api } from '../helpers/harness.js'
 import { stopServer } from '../helpers/child-server.js'
 import { assertStarts, startOn } from '../helpers/startup-faults.js'
+import { tempDir } from '../helpers/temp-dir.js'
 
 async function freshDir(t: Test): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'burrow-normal-'))
-  t.teardown(() => rm(root, { recursive: true, force: true }))
-  return join(root, 'data')
+  return join(await tempDir(t, 'normal'), 'data')
 }
 
 t.test('directories of a normal life start', async (t) => {

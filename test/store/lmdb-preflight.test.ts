@@ -3,22 +3,16 @@
 // damage that would crash LMDB, mirroring which meta LMDB would pick.
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
-import { copyFile, mkdir, mkdtemp, open, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { copyFile, mkdir, open, readFile, stat, truncate, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { checkLmdbFile } from '../../src/store/lmdb-preflight.js'
 import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.js'
 import { openMemoryDb } from '../../src/memory/memory-db.js'
 import { config, SessionLog, sessionId } from '../contract/fixtures.js'
+import { tempDir } from '../helpers/temp-dir.js'
 
 const META_TXNID = 24 + 128 // page header, then MDB_meta up to mm_txnid
-
-async function tempDir(t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'burrow-preflight-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  return dir
-}
 
 async function writeStore(dir: string, durability: 'fsync' | 'relaxed', sessions = 30): Promise<{ file: string; logs: SessionLog[] }> {
   const repo = await LmdbSessionRepository.open(dir, { durability, idempotencyTtlMs: 3_600_000 })
@@ -55,7 +49,7 @@ async function pageSize(file: string): Promise<number> {
 
 t.test('what the stores write is accepted', async (t) => {
   t.test('no file, or an empty one: absent (LMDB creates a new environment)', async (t) => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'preflight')
     t.same(await checkLmdbFile(join(dir, 'data.mdb')), { state: 'absent' })
     await writeFile(join(dir, 'data.mdb'), '')
     t.same(await checkLmdbFile(join(dir, 'data.mdb')), { state: 'absent' })
@@ -63,7 +57,7 @@ t.test('what the stores write is accepted', async (t) => {
 
   for (const durability of ['fsync', 'relaxed'] as const) {
     t.test(`a closed session store (${durability})`, async (t) => {
-      const { file } = await writeStore(await tempDir(t), durability)
+      const { file } = await writeStore(await tempDir(t, 'preflight'), durability)
       const c = await checkLmdbFile(file)
       if (c.state !== 'ok') return t.fail(`state ${c.state}`)
       t.equal(c.note, undefined)
@@ -74,7 +68,7 @@ t.test('what the stores write is accepted', async (t) => {
   }
 
   t.test('a session store while it is open and being written', async (t) => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'preflight')
     const repo = await LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: 3_600_000 })
     t.teardown(() => repo.close())
     const states: string[] = []
@@ -87,7 +81,7 @@ t.test('what the stores write is accepted', async (t) => {
   })
 
   t.test("the memory store's file", async (t) => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'preflight')
     const db = openMemoryDb(dir, 'fsync')
     for (let i = 0; i < 200; i++) await db.entries.put(['tenant', i], { id: `e${i}`, content: 'w'.repeat(i * 20), len: i } as never)
     await db.root.close()
@@ -96,12 +90,12 @@ t.test('what the stores write is accepted', async (t) => {
 })
 
 t.test('damage that would crash LMDB is refused', async (t) => {
-  const source = await tempDir(t)
+  const source = await tempDir(t, 'preflight')
   const { file: original } = await writeStore(source, 'fsync')
   const ps = await pageSize(original)
 
   async function damaged(t: Test, damage: (file: string) => Promise<void>): Promise<Awaited<ReturnType<typeof checkLmdbFile>>> {
-    const file = join(await tempDir(t), 'data.mdb')
+    const file = join(await tempDir(t, 'preflight'), 'data.mdb')
     await copyFile(original, file)
     await damage(file)
     return checkLmdbFile(file)
@@ -148,14 +142,14 @@ t.test('damage that would crash LMDB is refused', async (t) => {
     t.equal(c.state, 'damaged')
   })
   t.test('a directory where the file should be', async (t) => {
-    const dir = join(await tempDir(t), 'data.mdb')
+    const dir = join(await tempDir(t, 'preflight'), 'data.mdb')
     await mkdir(dir)
     t.equal((await checkLmdbFile(dir)).state, 'damaged')
   })
 })
 
 t.test('a zeroed meta page 1 is one LMDB ignores: accepted with a note, and the store opens', async (t) => {
-  const dir = await tempDir(t)
+  const dir = await tempDir(t, 'preflight')
   const { file, logs } = await writeStore(dir, 'fsync', 10)
   const ps = await pageSize(file)
   await rw(file, (fh) => fh.write(Buffer.alloc(ps), 0, ps, ps))
@@ -176,7 +170,7 @@ t.test('a zeroed meta page 1 is one LMDB ignores: accepted with a note, and the 
 // last page its meta names, because that page is free. A size check alone would refuse a healthy
 // store; the walk of its trees tells the two apart.
 t.test('a file that ends before its last page, whose missing pages are free, is accepted; one page shorter is not', async (t) => {
-  const dir = await tempDir(t)
+  const dir = await tempDir(t, 'preflight')
   const envDir = join(dir, 'memory', 'lmdb')
   await mkdir(envDir, { recursive: true })
   const file = join(envDir, 'data.mdb')
@@ -185,7 +179,7 @@ t.test('a file that ends before its last page, whose missing pages are free, is 
   if (c.state !== 'ok') return t.fail(`refused: ${'problem' in c ? c.problem : c.state}`)
   t.ok(c.fileSize < Number(c.lastPage + 1n) * c.pageSize, 'the file is shorter than its last page')
 
-  const shorter = join(await tempDir(t), 'data.mdb')
+  const shorter = join(await tempDir(t, 'preflight'), 'data.mdb')
   await copyFile(file, shorter)
   await truncate(shorter, c.fileSize - c.pageSize)
   t.equal((await checkLmdbFile(shorter)).state, 'damaged', 'one page shorter: a tree page is gone')

@@ -1,26 +1,18 @@
 // The `burrow` CLI with its real host: in-process on a temp data dir, and against a running
 // server with --url. Exit codes and messages come from the one error table.
-import t, { type Test } from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import t from 'tap'
 import { ERROR_TABLE } from '../../../src/core/errors.js'
 import { startBurrow } from '../../helpers/harness.js'
 import { startFakeLlm } from '../../helpers/fake-llm-server.js'
 import { cli, json, spawnCli } from './cli-run.js'
+import { tempDir } from '../../helpers/temp-dir.js'
 
 const PERSISTENCE_OFF = "Session persistence is disabled (build without 'session-store').\n"
 const COMPACT = JSON.stringify({ compaction: { auto_compact_threshold: 200, recent_turn_budget: 1 } })
 const exit = (code: keyof typeof ERROR_TABLE) => ERROR_TABLE[code].exit
 
-async function tempDir(t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'burrow-cli-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  return dir
-}
-
 t.test('help, version and command-line errors', async (t) => {
-  const env = { BURROW_DATA_DIR: await tempDir(t) }
+  const env = { BURROW_DATA_DIR: await tempDir(t, 'cli') }
   const help = await cli(['--help'], env)
   t.equal(help.code, 0)
   t.match(help.out, /^Usage: burrow <command>/)
@@ -52,7 +44,7 @@ t.test('help, version and command-line errors', async (t) => {
 })
 
 t.test('in-process on the data dir: run, resume with compaction, sessions, memory', async (t) => {
-  const env = { BURROW_DATA_DIR: await tempDir(t) }
+  const env = { BURROW_DATA_DIR: await tempDir(t, 'cli') }
   const first = await cli(['run', '--memory', '--session-config', COMPACT, 'The launch code is PELICAN-42.'], env)
   t.equal(first.code, 0, first.err)
   t.equal(first.out, 'echo: The launch code is PELICAN-42.\n', 'the answer alone on stdout')
@@ -135,7 +127,7 @@ t.test('in-process on the data dir: run, resume with compaction, sessions, memor
 })
 
 t.test('capabilities off: the exact messages and the table exit codes', async (t) => {
-  const dir = await tempDir(t)
+  const dir = await tempDir(t, 'cli')
   const noStore = { BURROW_DATA_DIR: dir, BURROW_SESSION_STORE: 'off' }
   const list = await cli(['sessions', 'list'], noStore)
   t.equal(list.out, PERSISTENCE_OFF, 'prints exactly the documented line')
@@ -159,7 +151,7 @@ t.test('capabilities off: the exact messages and the table exit codes', async (t
 })
 
 t.test('auth: the same keys as the server; the data dir belongs to one process', async (t) => {
-  const dir = await tempDir(t)
+  const dir = await tempDir(t, 'cli')
   const env = { BURROW_DATA_DIR: dir, BURROW_API_KEYS: 'k1:acme,k2:globex' }
   const noKey = await cli(['sessions', 'list'], env)
   t.equal(noKey.code, exit('UNAUTHORIZED'))
@@ -187,7 +179,7 @@ t.test('serve on an address in use exits 78 with one line, like the server', asy
   const h = await startBurrow({})
   t.teardown(() => h.close())
   const port = new URL(h.url).port
-  const r = await cli(['serve', '--port', port], { BURROW_DATA_DIR: await tempDir(t), HOST: '127.0.0.1' })
+  const r = await cli(['serve', '--port', port], { BURROW_DATA_DIR: await tempDir(t, 'cli'), HOST: '127.0.0.1' })
   t.equal(r.code, 78)
   t.match(r.err, new RegExp(`^burrow: Cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\)`))
   t.equal(r.err.trim().split('\n').length, 1)
@@ -229,7 +221,7 @@ t.test('Ctrl-C interrupts the running turn', async (t) => {
   t.teardown(() => fake.close())
   fake.enqueue({ text: 'a long answer that never ends', hang: 'body' })
   const env = {
-    BURROW_DATA_DIR: await tempDir(t),
+    BURROW_DATA_DIR: await tempDir(t, 'cli'),
     OPENAI_API_KEY: 'k',
     OPENAI_BASE_URL: `${fake.url}/v1`,
     BURROW_PROVIDER_TIMEOUT_MS: '60000',
@@ -256,7 +248,7 @@ t.test('Ctrl-C interrupts the running turn', async (t) => {
 })
 
 t.test('rpc and mcp on stdio, in-process', async (t) => {
-  const env = { BURROW_DATA_DIR: await tempDir(t) }
+  const env = { BURROW_DATA_DIR: await tempDir(t, 'cli') }
   const lines = [
     { jsonrpc: '2.0', id: 1, method: 'session/create', params: {} },
     { jsonrpc: '2.0', id: 2, method: 'session/list', params: { limit: 0 } },
@@ -314,7 +306,7 @@ t.test('rpc and mcp on stdio, in-process', async (t) => {
 })
 
 t.test('the real executable: stdout, stderr and the exit status', async (t) => {
-  const dir = await tempDir(t)
+  const dir = await tempDir(t, 'cli')
   const off = await spawnCli(['sessions', 'list'], { BURROW_DATA_DIR: dir, BURROW_SESSION_STORE: 'off' })
   t.equal(off.out, PERSISTENCE_OFF)
   t.equal(off.code, exit('SESSION_PERSISTENCE_DISABLED'))
