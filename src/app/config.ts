@@ -1,4 +1,5 @@
 import type { EffectiveCompaction } from '../core/session-record.js'
+import type { ProviderHttpOptions } from '../providers/provider-http.js'
 import { StartupError } from './startup-error.js'
 
 /** Every setting of the service, checked at start-up (docs/configuration.md). */
@@ -25,14 +26,8 @@ export interface Config {
   corsOrigins: string[] | undefined
   logLevel: string
   bodyLimitBytes: number
-  provider: {
-    headersTimeoutMs: number
-    idleTimeoutMs: number
-    connectTimeoutMs: number
-    maxRetries: number
-    retryBaseMs: number
-    retryMaxMs: number
-  }
+  /** The providers' HTTP client settings (timeouts, retries). */
+  provider: ProviderHttpOptions
   maxTurnSteps: number
   defaultMaxTokens: number
   eventBuffer: number
