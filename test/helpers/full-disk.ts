@@ -5,6 +5,16 @@
 import { execFileSync } from 'node:child_process'
 import { statSync } from 'node:fs'
 
+/** Whether `prlimit` (util-linux) is installed: the full-disk tests need it. */
+export const hasPrlimit = (() => {
+  try {
+    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
 /** Caps the size any file of process `pid` may reach (bytes). */
 export function limitFileSize(pid: number, bytes: number): void {
   execFileSync('prlimit', ['--pid', String(pid), `--fsize=${bytes}:unlimited`])

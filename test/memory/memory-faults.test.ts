@@ -3,7 +3,6 @@
 // files may grow, so LMDB's page writes past the cap fail (EFBIG) exactly as on a full
 // disk, and raising the cap again is the space coming back.
 import t from 'tap'
-import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { statSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -14,19 +13,12 @@ import type { ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually } from '../helpers/harness.js'
 import { spawnBareServer } from './bare-server.js'
-
-const hasPrlimit = (() => {
-  try {
-    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-})()
+import { hasPrlimit, limitFileSize, unlimitFileSize } from '../helpers/full-disk.js'
 
 /** Caps the size any file of the process may grow to (bytes), or lifts the cap. */
 function capFiles(server: ChildServer, bytes: number | 'unlimited'): void {
-  execFileSync('prlimit', ['--pid', String(server.child.pid), `--fsize=${bytes}:unlimited`])
+  if (bytes === 'unlimited') unlimitFileSize(server.child.pid!)
+  else limitFileSize(server.child.pid!, bytes)
 }
 
 /** The size of the memory store's LMDB file now: capping there means no page can be appended. */

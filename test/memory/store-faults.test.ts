@@ -6,15 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-
-const hasPrlimit = (() => {
-  try {
-    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-})()
+import { hasPrlimit } from '../helpers/full-disk.js'
 
 t.test('a full disk: writes fail cleanly and the store recovers without reopening', { skip: !hasPrlimit && 'needs prlimit' }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'burrow-store-full-'))
