@@ -114,15 +114,15 @@ async function runEmbedder(
       } finally {
         rmSync(dir, { recursive: true, force: true })
       }
-      console.log(`  ${name}: ${entries(passages)} entries added and ${qs.length} queries × ${MODES.length} modes searched`)
+      console.log(
+        `  ${name}: ${passages.length.toLocaleString('en-US')} entries added and ${qs.length} queries × ${MODES.length} modes searched`,
+      )
     }
   } finally {
     await embedder.close?.()
   }
   return { name, id: embedder.id, lists, ingestPerS: added / (addMs / 1000), loadMs, rssMb: (process.memoryUsage().rss - rss0) / 1e6 }
 }
-
-const entries = (passages: readonly string[]) => passages.length.toLocaleString('en-US')
 
 /** The passages holding every identifier the query names, from postings built here with the service's tokenizer. */
 function exactSets(passages: string[], qs: DialogueQuery[]): Array<Set<number> | undefined> {
