@@ -1,7 +1,7 @@
 /**
  * memory-recall: does hybrid retrieval beat each signal alone, per query type, per embedder?
  *
- * Generated long-dialogue corpora (bench/lib/dialogue-corpus.ts; three seeds by default, BENCH_RECALL_SEEDS
+ * Generated long-dialogue corpora (bench/lib/dialogue-corpus.ts; six seeds by default, BENCH_RECALL_SEEDS
  * to choose, each in its own store, the queries pooled), each: ~110 dated sessions
  * between 14 named speakers, ~2,400 entries (every turn, every session header, pasted outputs
  * split into passages), and five query types — single-turn paraphrase, two-turn, temporal,
@@ -18,7 +18,7 @@
  *
  *   npx tsx bench/memory-recall.bench.ts      (or: npx tsx bench/run.ts memory-recall)
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Embedder, MemoryQuery, NewMemoryEntry } from '../src/core/memory-store.js'
@@ -142,6 +142,14 @@ function exactSets(passages: string[], qs: DialogueQuery[]): Array<Set<number> |
   return qs.map((q) => exactMatches(source, q.text))
 }
 
+/** The grid's fusion families: each normalisation, and reciprocal rank at several constants. */
+const FAMILIES: Array<Pick<FusionWeights, 'normalisation' | 'rankConstant'>> = [
+  ...(['minmax', 'max', 'dbsf', 'absolute'] as Normalisation[]).map((normalisation) => ({ normalisation })),
+  ...[1, 5, 10, 20, 60].map((rankConstant) => ({ normalisation: 'rank' as const, rankConstant })),
+]
+const familyName = (f: Pick<FusionWeights, 'normalisation' | 'rankConstant'>) =>
+  f.normalisation === 'rank' ? `rank c=${f.rankConstant ?? 1}` : f.normalisation
+
 const rrf = (v: readonly Ranked[], k: readonly Ranked[]): Ranked[] => {
   const s = new Map<number, number>()
   for (const list of [v, k]) list.forEach((h, i) => s.set(h.label, (s.get(h.label) ?? 0) + 1 / (60 + i + 1)))
@@ -150,8 +158,9 @@ const rrf = (v: readonly Ranked[], k: readonly Ranked[]): Ranked[] => {
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
-  // Several corpora (seeds), pooled: with ~30 held-out queries per type one corpus decides a type by one query.
-  const seeds = (process.env.BENCH_RECALL_SEEDS ?? [0, 1, 2].map((i) => DIALOGUE_SEED + i).join(',')).split(',').map(Number)
+  // Several corpora (seeds), pooled: with ~30 held-out queries per type one corpus decides a type by one
+  // query; six give ~190 per type and half, where three (~96) still left the grid's choice to a query or two.
+  const seeds = (process.env.BENCH_RECALL_SEEDS ?? [0, 1, 2, 3, 4, 5].map((i) => DIALOGUE_SEED + i).join(',')).split(',').map(Number)
   const corpora = seeds.map((seed) => dialogueCorpus({ seed }))
   const corpus = corpora[0]!
   const qs = corpora.flatMap((c) => c.queries)
@@ -170,15 +179,25 @@ export async function run(): Promise<BenchResult> {
     liteSkipped = (err as Error).message
   }
 
+  // The candidate lists, for trying other fusions offline (BENCH_RECALL_DUMP=file.json).
+  if (process.env.BENCH_RECALL_DUMP)
+    writeFileSync(
+      process.env.BENCH_RECALL_DUMP,
+      JSON.stringify({
+        qs,
+        exact: exact.map((e) => (e ? [...e] : null)),
+        runs: runs.map((r) => ({ name: r.name, id: r.id, lists: r.lists })),
+      }),
+    )
   // -- the grid, on the tuning half only.
   const grid: string[] = []
   const bestOf = new Map<string, { w: FusionWeights; sat: number; mean: number }>()
   for (const r of runs) {
     let best: { w: FusionWeights; sat: number; mean: number } | undefined
-    for (const normalisation of ['minmax', 'max', 'dbsf', 'absolute'] as Normalisation[]) {
+    for (const family of FAMILIES) {
       const row: string[] = []
       for (let k = 0; k <= 20; k++) {
-        const w: FusionWeights = { vector: (20 - k) / 20, keyword: k / 20, normalisation }
+        const w: FusionWeights = { vector: (20 - k) / 20, keyword: k / 20, ...family }
         const fused = qs.map((_, i) => rank('hybrid', r.lists.vector[i]!, r.lists.keyword[i]!, 10, exact[i], w))
         let sat = 0,
           mean = 0
@@ -193,7 +212,7 @@ export async function run(): Promise<BenchResult> {
         if (!best || sat > best.sat || (sat === best.sat && mean > best.mean + 1e-9)) best = { w, sat, mean }
       }
       grid.push(
-        `${r.name}, ${normalisation} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal, (n) = n types not below): ${row.join(' ')}`,
+        `${r.name}, ${familyName(family)} (keyword weight: mean recall@5 over types, ✓ = no type below its best single signal, (n) = n types not below): ${row.join(' ')}`,
       )
     }
     bestOf.set(r.name, best!)
@@ -270,7 +289,7 @@ export async function run(): Promise<BenchResult> {
       fusion: runs
         .map((r) => {
           const f = fusionFor(r.id)
-          return `${r.name}: ${f.normalisation}, vector ${f.vector}, keyword ${f.keyword}`
+          return `${r.name}: ${familyName(f)}, vector ${f.vector}, keyword ${f.keyword}`
         })
         .join('; '),
       'corpus seeds': seeds.join(', '),

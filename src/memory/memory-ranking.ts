@@ -15,45 +15,44 @@ export interface Ranked {
 }
 
 /**
- * How one signal's candidate scores are put on a common 0..1 scale before they are added:
- * - `minmax`: (s − worst) / (best − worst) over the candidate list;
- * - `max`: s / best (keeps how far below the best a candidate is, not where the list ends);
- * - `dbsf`: distribution-based (mean ± 3 standard deviations of the list mapped to 0..1, clamped).
- */
-/**
  * How a list's scores become 0..1 before they are weighed: relative to the list (`minmax`,
- * `max`, `dbsf`: mean ± 3 standard deviations), or `absolute` — cosine as it is (already 0..1,
- * and comparable across queries), BM25 over the list's best. Relative vector scores make the
- * best vector hit 1 even when nothing is alike (cosine 0.1), which buries a passage only the
- * keywords find.
+ * `max`, `dbsf`: mean ± 3 standard deviations), `absolute` — cosine as it is (already 0..1,
+ * and comparable across queries), BM25 over the list's best — or by rank alone: `rank` gives
+ * the candidate at 1-based rank r the share (c + 1) / (c + r) (reciprocal rank, 1 for the
+ * first; c = `rankConstant`), which is weighted reciprocal-rank fusion scaled to 0..1.
  */
-export type Normalisation = 'minmax' | 'max' | 'dbsf' | 'absolute'
+export type Normalisation = 'minmax' | 'max' | 'dbsf' | 'absolute' | 'rank'
 
 /** A weighted sum of normalised scores; a candidate missing from a list scores 0 there. */
 export interface FusionWeights {
   vector: number
   keyword: number
   normalisation: Normalisation
+  /** `rank` only: the constant c of (c + 1) / (c + r) (default 1); the larger, the flatter. */
+  rankConstant?: number
 }
 
 /**
- * The fusion per embedder family. Searched by a grid (every normalisation, keyword weight 0..1
- * in steps of 0.05, vector weight 1 − that) on the tuning half of the dialogue recall benchmark
- * (`bench/memory-recall.bench.ts`, which prints the grid), reported on the held-out half
- * (docs/benchmarks.md). Its criterion — first the most query types where hybrid recall@5 is at
- * least the better single signal's, then the highest mean recall@5 — put min-max at keyword
- * weight 0.25 first for the hashed embedder, 0.6 points of mean recall (about one query) ahead of
- * `absolute` at 0.5, both at 4 of 5 types. The hashed fusion is `absolute` at 0.5 all the same:
- * relative vector scores make the best vector hit 1 even when nothing is alike, so a passage only
- * the keywords find — a new fact on a new topic, which HNSW also misses now and then, being an
- * outlier its neighbours do not link back to — ranked below unrelated passages (see the
- * ranking test). With the hashed embedder, a lexical signal much like BM25, no weights (nor
- * weighted RRF, CombMAX or CombMNZ, tried as well) put hybrid at or above both signals on every
- * type. A neural one (use-lite, and an endpoint's model, which the benchmark cannot run offline)
- * carries the paraphrases and gets most of the weight. Re-run the grid before changing them.
+ * The fusion per embedder family, chosen on the tuning half of the dialogue recall benchmark
+ * (`bench/memory-recall.bench.ts`, six generated corpora, 1,788 queries; it prints the grid) and
+ * reported on the held-out half (docs/benchmarks.md). The grid: every normalisation, and rank
+ * with constants 1, 5, 10, 20 and 60, each at keyword weight 0..1 in steps of 0.05 (vector
+ * weight 1 − that); the criterion: first the most query types where hybrid recall@5 is at least
+ * the better single signal's, then the highest mean recall@5.
+ *
+ * For the hashed embedder it is reciprocal rank with constant 1 at equal weights: score fusion
+ * (every normalisation) left one type or more below keyword search alone at every weight — the
+ * hashed vector is a second lexical signal, and its scores, compared across lists, mostly add
+ * noise — while a steep rank fusion keeps each list's order and lets a passage both lists put
+ * near the top win, which is what the vector side adds. The whole band of keyword weights
+ * 0.3–0.7 kept every type at or above both signals on both halves. (Equal-weight RRF with the
+ * customary constant 60, the fusion before issue 14, is far flatter: near-misses of either list
+ * outrank one list's clear first, and it lost on every type but one.) A neural embedder
+ * (use-lite; an endpoint's model, which the benchmark cannot run offline) carries the
+ * paraphrases and gets most of the weight. Re-run the grid before changing them.
  */
 export const FUSION_BY_EMBEDDER: Readonly<Record<'hashed' | 'neural', FusionWeights>> = {
-  hashed: { vector: 0.5, keyword: 0.5, normalisation: 'absolute' },
+  hashed: { vector: 0.45, keyword: 0.55, normalisation: 'rank', rankConstant: 1 },
   neural: { vector: 0.9, keyword: 0.1, normalisation: 'dbsf' },
 }
 
@@ -98,9 +97,13 @@ export function rank(
 export function fuseScores(vector: readonly Ranked[], keyword: readonly Ranked[], w: FusionWeights = FUSION): Ranked[] {
   const total = w.vector + w.keyword || 1
   const scores = new Map<number, number>()
+  const c = w.rankConstant ?? 1
   const add = (list: readonly Ranked[], weight: number, side: 'vector' | 'keyword') => {
-    const norm = normaliser(list, w.normalisation, side)
-    for (const r of list) scores.set(r.label, (scores.get(r.label) ?? 0) + (weight * norm(r.score)) / total)
+    const norm = w.normalisation === 'rank' ? undefined : normaliser(list, w.normalisation, side)
+    list.forEach((r, i) => {
+      const share = norm ? norm(r.score) : (c + 1) / (c + i + 1)
+      scores.set(r.label, (scores.get(r.label) ?? 0) + (weight * share) / total)
+    })
   }
   add(vector, w.vector, 'vector')
   add(keyword, w.keyword, 'keyword')
@@ -112,7 +115,11 @@ export function fuseScores(vector: readonly Ranked[], keyword: readonly Ranked[]
  * The function mapping one list's scores to 0..1 (a list of one, or of equal scores, maps to 1).
  * `side` matters only to `absolute`: cosine is taken as it is, BM25 over the list's best.
  */
-export function normaliser(list: readonly Ranked[], how: Normalisation, side: 'vector' | 'keyword' = 'vector'): (s: number) => number {
+export function normaliser(
+  list: readonly Ranked[],
+  how: Exclude<Normalisation, 'rank'>,
+  side: 'vector' | 'keyword' = 'vector',
+): (s: number) => number {
   if (list.length === 0) return () => 0
   if (how === 'absolute') return side === 'vector' ? clamp : normaliser(list, 'max')
   let max = -Infinity

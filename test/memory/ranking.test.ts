@@ -102,6 +102,39 @@ t.test('weighted fusion: weights decide between the signals, scores in 0..1, tie
   t.ok(FUSION.vector >= 0 && FUSION.keyword >= 0 && FUSION.vector + FUSION.keyword > 0)
 })
 
+t.test('rank normalisation: (c + 1) / (c + rank), weighted, whatever the scores', async (t) => {
+  const w = { vector: 0.5, keyword: 0.5, normalisation: 'rank' as const, rankConstant: 1 }
+  const fused = fuseScores(
+    [
+      { label: 1, score: 0.9 },
+      { label: 2, score: 0.1 },
+    ],
+    [
+      { label: 2, score: 40 },
+      { label: 3, score: 39 },
+    ],
+    w,
+  )
+  // 1: 0.5·1; 2: 0.5·(2/3) + 0.5·1; 3: 0.5·(2/3).
+  t.same(
+    fused.map((r) => [r.label, Number(r.score.toFixed(6))]),
+    [
+      [2, Number((5 / 6).toFixed(6))],
+      [1, 0.5],
+      [3, Number((1 / 3).toFixed(6))],
+    ],
+  )
+  const flat = fuseScores(
+    [
+      { label: 1, score: 0.9 },
+      { label: 2, score: 0.1 },
+    ],
+    [],
+    { ...w, rankConstant: 60 },
+  )
+  t.ok(flat[0]!.score - flat[1]!.score < 0.01, 'a large constant flattens the ranks (RRF with 60)')
+})
+
 t.test('the default fusion does not bury a passage only the keywords find under unrelated vector hits', async (t) => {
   // A new fact on a new topic: BM25 finds it alone; the nearest vectors are unrelated (cosine ~0.1),
   // and HNSW, which misses such outliers now and then, did not return it.
@@ -111,28 +144,36 @@ t.test('the default fusion does not bury a passage only the keywords find under 
     { label: 3842, score: 0.1 },
   ]
   const keyword: Ranked[] = [{ label: 4000, score: 9.2 }]
-  t.same(rank('hybrid', vector, keyword, 3, undefined, FUSION_BY_EMBEDDER.hashed).map((r) => r.label)[0], 4000)
+  t.same(
+    rank('hybrid', vector, keyword, 3, undefined, FUSION_BY_EMBEDDER.hashed).map((r) => r.label),
+    [4000, 192, 2038],
+  )
+  t.equal(
+    rank('hybrid', vector, keyword, 3, undefined, { ...FUSION_BY_EMBEDDER.hashed, vector: 0.5, keyword: 0.5 })[0]!.label,
+    192,
+    "at equal weights it would only tie with the vector side's first (and lose on the label)",
+  )
   t.not(
     rank('hybrid', vector, keyword, 3, undefined, { vector: 0.75, keyword: 0.25, normalisation: 'minmax' })[0]!.label,
     4000,
     'as relative vector scores did',
   )
-  // And a passage both signals like still beats one only the keywords like.
+  // A passage both signals put near the top beats one that only one of them puts first.
   const both = rank(
     'hybrid',
     [
       { label: 1, score: 0.8 },
-      { label: 2, score: 0.2 },
+      { label: 2, score: 0.7 },
     ],
     [
-      { label: 2, score: 10 },
-      { label: 1, score: 9 },
+      { label: 3, score: 10 },
+      { label: 2, score: 9 },
     ],
-    2,
+    3,
     undefined,
     FUSION_BY_EMBEDDER.hashed,
   )
-  t.equal(both[0]!.label, 1)
+  t.equal(both[0]!.label, 2)
 })
 
 t.test('hybrid ranking puts exact matches first, keeping scores ordered', async (t) => {
