@@ -44,8 +44,9 @@ export function isConnectionError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | null
   const code = typeof e?.code === 'string' ? e.code : ''
   // SQLSTATE classes 08 (connection exception), 53 (insufficient resources: disk full, too many connections),
-  // 57P (operator intervention: shutdown, terminated), 58 (system error: I/O), 25006 (read-only transaction)
-  if (/^(08|53|57P|58)/.test(code) || code === '25006') return true
+  // 57P (operator intervention: shutdown, terminated), 58 (system error: I/O), 28 (the login refused),
+  // 3D000 (the database does not exist: dropped, or renamed away), 25006 (read-only transaction)
+  if (/^(08|53|57P|58|28)/.test(code) || code === '3D000' || code === '25006') return true
   if (/^E[A-Z]+$/.test(code)) return true // ECONNREFUSED, ECONNRESET, ETIMEDOUT, EPIPE, ENOTFOUND, …
   const msg = typeof e?.message === 'string' ? e.message : ''
   return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|Connection ended/i.test(
