@@ -6,7 +6,9 @@ import pg from 'pg'
 import { BurrowError } from '../../src/core/errors.js'
 import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
 import { SessionLog, config, sessionId } from '../contract/fixtures.js'
-import { tempDatabase } from '../helpers/pg.js'
+import { eventually } from '../helpers/harness.js'
+import { PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
 
 const open = (url: string, fence?: () => number) =>
   PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000, ...(fence ? { fenceOf: fence } : {}) })
@@ -148,4 +150,27 @@ t.test('a database that is gone: reads and writes reject with STORE_UNAVAILABLE,
   const turn = log.turn('lost')
   t.equal(await code(repo.commit(turn.events, turn.record)), 'STORE_UNAVAILABLE', 'a write')
   t.equal(repo.writable(), false)
+})
+
+t.test('an idle store notices the database gone when asked, and takes writes again by itself', async (t) => {
+  const db = await tempDatabase(t, 'pgrepo')
+  const admin = new URL(PG_ADMIN_URL)
+  const proxy = new TcpProxy(admin.hostname, Number(admin.port || 5432))
+  await proxy.start()
+  t.teardown(() => proxy.stop())
+  const repo = await open(Object.assign(new URL(db.url), { port: String(proxy.port) }).href)
+  t.teardown(() => repo.close())
+  const log = new SessionLog(sessionId(9))
+  await repo.commit(log.create().events, log.record!)
+  t.equal(repo.writable(), true)
+  await proxy.stop()
+  // Nothing writes: asking (as /readyz does) probes the database once nothing has reached it for a second.
+  await eventually(() => !repo.writable(), 5_000)
+  t.pass('writable() turned false with no request failing')
+  await proxy.start()
+  await eventually(() => repo.writable(), 5_000)
+  t.pass('and true again once the database answers')
+  const turn = log.turn('after the outage')
+  await repo.commit(turn.events, turn.record)
+  t.same(await repo.events.readAfter(log.id, 0), log.events, 'the log goes on')
 })
