@@ -21,7 +21,11 @@
  */
 import pg from 'pg'
 import postgres from 'postgres'
+import { config, SessionLog, sessionId } from '../test/contract/fixtures.js'
+import { appImport } from './lib/app.js'
 import { isMain, metric, percentile, target, type BenchResult } from './lib/types.js'
+
+const { PgSessionRepository } = await appImport<typeof import('../src/store/pg-session-repository.js')>('store/pg-session-repository.js')
 
 const ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 16)
@@ -235,6 +239,31 @@ async function measure(d: Driver): Promise<{ tx: Phase; one: Phase; read: Phase;
   return { tx, one, read, notify }
 }
 
+/**
+ * Diagnostic: the session store itself (PgSessionRepository over `pg`) committing turns — three
+ * events (turn_started, assistant_message, turn_completed) and the whole snapshot, as the service
+ * commits a turn that the model answered at once — SESSIONS sessions at a time, in a database of
+ * its own (the store's schema, applied by its migrations). Commits are built before timing.
+ */
+async function storePhase(url: string): Promise<Phase> {
+  const repo = await PgSessionRepository.open({ url, poolSize: POOL, replicaId: 'bench', idempotencyTtlMs: 3_600_000 })
+  try {
+    const lanes = Array.from({ length: SESSIONS }, (_, lane) => {
+      const log = new SessionLog(sessionId(10_000 + lane), config(`tenant-${lane % 4}`))
+      const create = log.create()
+      const turns = Array.from({ length: COMMITS }, (_, i) => log.turn(`question ${i} ${PAD.repeat(4)}`))
+      return { create, turns }
+    })
+    for (const l of lanes) await repo.commit(l.create.events, l.create.record)
+    return await timed(SESSIONS, COMMITS, async (lane, i) => {
+      const c = lanes[lane]!.turns[i]!
+      await repo.commit(c.events, c.record)
+    })
+  } finally {
+    await repo.close()
+  }
+}
+
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const admin = new pg.Client({ connectionString: ADMIN_URL })
@@ -245,6 +274,8 @@ export async function run(): Promise<BenchResult> {
   const url = Object.assign(new URL(ADMIN_URL), { pathname: `/${db}` }).href
   const runs: Record<'pg' | 'postgres', Awaited<ReturnType<typeof measure>>[]> = { pg: [], postgres: [] }
   let serverVersion = ''
+  let store: Phase | undefined
+  const storeDb = `${db}_store`
   try {
     const setup = new pg.Client({ connectionString: url })
     await setup.connect()
@@ -262,7 +293,10 @@ export async function run(): Promise<BenchResult> {
         }
       }
     }
+    await admin.query(`CREATE DATABASE ${storeDb}`)
+    store = await storePhase(Object.assign(new URL(ADMIN_URL), { pathname: `/${storeDb}` }).href)
   } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${storeDb} WITH (FORCE)`)
     await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
     await admin.end()
   }
@@ -283,6 +317,8 @@ export async function run(): Promise<BenchResult> {
     metric('read 20 events by seq range: p99', pct(lat('postgres', 'read'), 99), 'ms', pct(lat('pg', 'read'), 99)),
     metric('LISTEN/NOTIFY round trip: p50', pct(notes('postgres'), 50), 'ms', pct(notes('pg'), 50)),
     metric('LISTEN/NOTIFY round trip: p99', pct(notes('postgres'), 99), 'ms', pct(notes('pg'), 99)),
+    metric('diagnostic, vs pg one statement: PgSessionRepository turn commits/s', rate([store!]), 'commits/s', rate(all('pg', 'one'))),
+    metric('diagnostic, vs pg one statement: PgSessionRepository p99', pct(store!.latency, 99), 'ms', pct(lat('pg', 'one'), 99)),
   ]
   const oneVsTx = (name: 'pg' | 'postgres') => rate(all(name, 'one')) / rate(all(name, 'tx'))
   // Not a race between the drivers: the target only says the one-statement commit is worth its SQL.
@@ -315,6 +351,9 @@ export async function run(): Promise<BenchResult> {
       'The transaction form costs four round trips with `pg` (BEGIN, two statements, COMMIT, each awaited); postgres.js sends the same four.',
       'The NOTIFY is sent through the pool (`SELECT pg_notify`) and timed until the listening connection delivers it; one at a time.',
       'Both drivers run in this process; the database is a fresh one created for the run and dropped after it.',
+      'Diagnostic rows: the session store itself (`PgSessionRepository.commit`, node-postgres) committing a turn — 3 events and the whole ' +
+        "session snapshot as `json`, in the store's own schema and database — with the same writers and pool; the baseline column repeats " +
+        '`pg` one-statement figure. Single run, after the driver runs.',
     ],
     date: new Date().toISOString(),
     durationSeconds: (performance.now() - t0) / 1000,

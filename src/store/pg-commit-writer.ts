@@ -23,7 +23,7 @@ interface Lane {
 }
 
 // One statement per commit, so a commit costs one round trip and is atomic without BEGIN/COMMIT
-// (bench/pg-driver.bench.ts: 1.7× the commits/s of the same writes as a transaction). The events
+// (bench/pg-driver.bench.ts: 1.5–1.8× the commits/s of the same writes as a transaction). The events
 // are inserted only when the snapshot's row matched: a session's first commit inserts the row
 // (none may exist), a later one updates it only where the stored log ends right before the batch
 // and no commit with a newer fencing token has written. A mismatch inserts nothing.
