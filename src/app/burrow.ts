@@ -5,6 +5,7 @@ import { buildHttpServer } from './http-server.js'
 import { HttpDrain } from './http-drain.js'
 import { createLogger } from './logger.js'
 import { Metrics } from './metrics.js'
+import { describeDatabase } from './pg-store.js'
 import { buildService } from './service.js'
 import { listenStartupError } from './startup-error.js'
 import { VERSION } from './version.js'
@@ -82,6 +83,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
             ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)`
             : 'single-tenant (no BURROW_API_KEYS: no auth)',
           data_dir: config.dataDir,
+          ...(config.sessionStore === 'postgres' ? { database: describeDatabase(config.databaseUrl!), replica_id: config.replicaId } : {}),
           ...(built.embedder ? { embedder: built.embedder } : {}),
           address: url,
           version: VERSION,

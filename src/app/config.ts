@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import type { EffectiveCompaction } from '../core/session-record.js'
 import type { ProviderHttpOptions } from '../providers/provider-http.js'
 import { StartupError } from './startup-error.js'
@@ -7,7 +8,15 @@ export interface Config {
   host: string
   port: number
   dataDir: string
-  sessionStore: 'lmdb' | 'off'
+  sessionStore: 'lmdb' | 'postgres' | 'off'
+  /** PostgreSQL for `sessionStore: 'postgres'` (a `postgres://` URL; required with it). */
+  databaseUrl: string | undefined
+  /** This replica's name in leases and logs (default: host name and process id). */
+  replicaId: string
+  /** How long a session lease lasts without renewal (ms). */
+  leaseMs: number
+  /** Connections in the PostgreSQL pool. */
+  pgPoolSize: number
   memoryStore: 'hnsw' | 'off'
   compaction: boolean
   defaultModel: string | undefined
@@ -74,7 +83,11 @@ export function loadConfig(env: Env = process.env): Config {
     host: r.str('HOST') ?? '127.0.0.1',
     port: r.int('PORT', 8080, 0, 65535),
     dataDir: r.str('BURROW_DATA_DIR') ?? './data',
-    sessionStore: r.oneOf('BURROW_SESSION_STORE', ['lmdb', 'off'], 'lmdb'),
+    sessionStore: r.oneOf('BURROW_SESSION_STORE', ['lmdb', 'postgres', 'off'], 'lmdb'),
+    databaseUrl: r.pgUrl('BURROW_DATABASE_URL'),
+    replicaId: r.str('BURROW_REPLICA_ID') ?? `${hostname()}-${process.pid}`,
+    leaseMs: r.int('BURROW_LEASE_MS', 10_000, 1_000, 600_000),
+    pgPoolSize: r.int('BURROW_PG_POOL_SIZE', 10, 1, 1_000),
     memoryStore: r.oneOf('BURROW_MEMORY_STORE', ['hnsw', 'off'], 'hnsw'),
     compaction: r.oneOf('BURROW_COMPACTION', ['on', 'off'], 'on') === 'on',
     defaultModel: r.str('BURROW_DEFAULT_MODEL'),
@@ -128,6 +141,8 @@ export function loadConfig(env: Env = process.env): Config {
     if (r.str('BURROW_EMBEDDER') !== undefined) config.embedderOverridden = config.embedder
     config.embedder = 'endpoint'
   }
+  if (config.sessionStore === 'postgres' && !config.databaseUrl && r.str('BURROW_DATABASE_URL') === undefined)
+    problems.push('BURROW_DATABASE_URL must be set to a postgres:// URL when BURROW_SESSION_STORE=postgres')
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
     problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
   }
@@ -180,6 +195,21 @@ class Reader {
       return v.replace(/\/+$/, '')
     } catch {
       this.problems.push(`${name} must be an http(s) URL (got '${v}')`)
+      return undefined
+    }
+  }
+
+  /** A PostgreSQL connection URL (`postgres://` or `postgresql://`); never echoed with its password. */
+  pgUrl(name: string): string | undefined {
+    const v = this.str(name)
+    if (v === undefined) return undefined
+    try {
+      const u = new URL(v)
+      if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error('protocol')
+      if (!u.hostname) throw new Error('host')
+      return v
+    } catch {
+      this.problems.push(`${name} must be a postgres:// URL (postgres://user:password@host:port/database)`)
       return undefined
     }
   }

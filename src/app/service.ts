@@ -22,8 +22,10 @@ import type { LmdbSessionRepository } from '../store/lmdb-session-repository.js'
 import { NullSessionRepository } from '../store/null-session-repository.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
+import { openPgSessionStore } from './pg-store.js'
 import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
+import { optional } from './optional-dependency.js'
 import { StartupError } from './startup-error.js'
 
 export interface BuiltService {
@@ -61,7 +63,8 @@ async function build(
 ): Promise<BuiltService> {
   const { registry, http } = buildProviders(config)
   cleanup.push(() => http.close())
-  const durable = config.sessionStore === 'lmdb' || config.memoryStore === 'hnsw'
+  // The data directory holds the LMDB stores and the projection (written with either durable session store).
+  const durable = config.sessionStore !== 'off' || config.memoryStore === 'hnsw'
   let storeFiles: StoreFilesState | undefined
   if (durable) {
     // Before anything in the directory is opened: LMDB crashes on what these checks refuse.
@@ -99,21 +102,23 @@ async function build(
     await memory?.close()
   }
 
-  // Where sessions are kept: the LMDB repository with its projection, or the null repository (ephemeral mode).
+  // Where sessions are kept: the LMDB or PostgreSQL repository with its projection, or the null repository (ephemeral mode).
   let repository: SessionRepository
-  let lmdb: LmdbSessionRepository | undefined
+  let stored: DurableRepository | undefined
   let projector: Projector | undefined
   if (config.sessionStore === 'off') {
     repository = new NullSessionRepository(IDEMPOTENCY_TTL_MS)
     cleanup.push(memoryClose)
   } else {
-    const store = await openSessionStore(config, deps.logger)
+    const store =
+      config.sessionStore === 'postgres' ? await openPgSessionStore(config, deps.logger) : await openSessionStore(config, deps.logger)
     cleanup.push(() => store.close())
-    await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
+    // A PostgreSQL database is no file beside the projection: an empty one is a new deployment, not a lost store.
+    if (config.sessionStore === 'lmdb') await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
     const p = new Projector(store, config.dataDir, deps.logger)
     cleanup.push(() => p.close())
     cleanup.push(memoryClose)
-    repository = lmdb = store
+    repository = stored = store
     projector = p
   }
 
@@ -143,7 +148,7 @@ async function build(
     logger: deps.logger,
     version: deps.version,
     capabilities: {
-      session_store: config.sessionStore === 'lmdb',
+      session_store: config.sessionStore !== 'off',
       memory_store: memory !== undefined,
       session_compaction: config.compaction,
     },
@@ -155,12 +160,12 @@ async function build(
     ...(embedderId ? { embedder: embedderId } : {}),
     close: closeAll,
   }
-  if (!lmdb || !projector) return { service, ...parts }
+  if (!stored || !projector) return { service, ...parts }
 
   await sessions.recover()
   await projector.start()
-  const store = lmdb
-  // Expired idempotency records go hourly (LMDB keeps them on disk; the null repository's expire in memory).
+  const store = stored
+  // Expired idempotency records go hourly (the stores keep them; the null repository's expire in memory).
   const sweep = setInterval(() => {
     store.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
   }, 3_600_000)
@@ -170,6 +175,9 @@ async function build(
   await store.sweepIdempotency().catch((err: unknown) => deps.logger.warn({ err }, 'idempotency sweep failed'))
   return { service, projector, ...parts }
 }
+
+/** A repository whose sessions outlive the process, with idempotency records to sweep. */
+type DurableRepository = SessionRepository & { sweepIdempotency(): Promise<number> }
 
 /** Opens the LMDB session store (upgrading an older schema by replaying its logs), failing start-up clearly. */
 async function openSessionStore(config: Config, logger: Logger): Promise<LmdbSessionRepository> {
@@ -247,26 +255,6 @@ async function lockDataDir(dir: string): Promise<DataDirLock> {
     return await DataDirLock.acquire(dir)
   } catch (err) {
     if (err instanceof DataDirLockedError) throw new StartupError(err.message)
-    throw err
-  }
-}
-
-/** Loads a module behind an optional native dependency, failing start-up clearly when it is missing. */
-async function optional<T>(load: () => Promise<T>, pkg: string, setting: string): Promise<T> {
-  try {
-    return await load()
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException
-    if (
-      e.code === 'ERR_MODULE_NOT_FOUND' ||
-      e.code === 'MODULE_NOT_FOUND' ||
-      /Cannot find (module|package)/.test(e.message ?? '') ||
-      /\.node\b/.test(e.message ?? '')
-    ) {
-      throw new StartupError(
-        `${setting} needs the optional dependency ${pkg}, which could not be loaded (${e.message.split('\n')[0]}). Install it or switch the capability off.`,
-      )
-    }
     throw err
   }
 }

@@ -154,6 +154,17 @@ export function storeUnavailable(err: unknown, what: string): BurrowError {
   )
 }
 
+/** `STORE_UNAVAILABLE` for a read the store could not answer (a database that cannot be reached), keeping the cause for the logs. */
+export function storeUnreachable(err: unknown, what: string): BurrowError {
+  if (err instanceof BurrowError && err.code === 'STORE_UNAVAILABLE') return err
+  return new BurrowError(
+    'STORE_UNAVAILABLE',
+    `${what} could not be read: ${describeStoreError(err)}. Retry once the store can be reached again.`,
+    undefined,
+    { cause: err },
+  )
+}
+
 function describeStoreError(err: unknown): string {
   const e = err as { code?: unknown; message?: unknown } | null
   const msg = typeof e?.message === 'string' ? e.message : String(err)

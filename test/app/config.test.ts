@@ -53,7 +53,7 @@ t.test('every bad variable is reported at once, by name, without echoing secrets
   try {
     loadConfig({
       PORT: 'eighty',
-      BURROW_SESSION_STORE: 'postgres',
+      BURROW_SESSION_STORE: 'cassandra',
       BURROW_API_KEYS: 'secretkey-without-tenant',
       OPENAI_BASE_URL: 'ftp://x',
       LOG_LEVEL: 'loud',
@@ -72,6 +72,41 @@ t.test('every bad variable is reported at once, by name, without echoing secrets
     }
     t.notMatch(e.message, /secretkey/, 'the key is not printed')
   }
+})
+
+t.test('the PostgreSQL store needs a postgres:// URL, whose password is never echoed', async (t) => {
+  const problems = (env: Record<string, string>) => {
+    try {
+      loadConfig(env)
+      return []
+    } catch (err) {
+      return (err as ConfigError).problems
+    }
+  }
+  const missing = problems({ BURROW_SESSION_STORE: 'postgres' })
+  t.equal(missing.length, 1)
+  t.match(missing[0], /^BURROW_DATABASE_URL must be set/)
+  const wrong = problems({ BURROW_SESSION_STORE: 'postgres', BURROW_DATABASE_URL: 'http://u:hunter2@db/x' })
+  t.equal(wrong.length, 1, 'one problem: the URL, not also its absence')
+  t.match(wrong[0], /^BURROW_DATABASE_URL must be a postgres:\/\/ URL/)
+  t.notMatch(wrong[0], /hunter2/)
+  const c = loadConfig({
+    BURROW_SESSION_STORE: 'postgres',
+    BURROW_DATABASE_URL: 'postgres://u:pw@db:5433/burrow',
+    BURROW_REPLICA_ID: 'r1',
+    BURROW_LEASE_MS: '5000',
+    BURROW_PG_POOL_SIZE: '3',
+  })
+  t.equal(c.sessionStore, 'postgres')
+  t.equal(c.databaseUrl, 'postgres://u:pw@db:5433/burrow')
+  t.equal(c.replicaId, 'r1')
+  t.equal(c.leaseMs, 5000)
+  t.equal(c.pgPoolSize, 3)
+  const d = loadConfig({})
+  t.equal(d.sessionStore, 'lmdb', 'the default needs no database')
+  t.equal(d.databaseUrl, undefined)
+  t.ok(d.leaseMs <= 10_000, 'a lease of at most 10 s by default')
+  t.match(d.replicaId, new RegExp(`-${process.pid}$`), 'host and pid by default')
 })
 
 t.test('.env.example lists every variable the service reads, with its default', async (t) => {

@@ -1,7 +1,8 @@
 // kill -9 at random points under concurrent turns, many times: every acknowledged turn
 // survives, seqs stay gapless, a turn that was in flight is closed with
-// `process_restarted`, and the history is always one a provider accepts.
-import t from 'tap'
+// `process_restarted`, and the history is always one a provider accepts. On LMDB and on
+// PostgreSQL (a database of its own).
+import t, { type Test } from 'tap'
 import { once } from 'node:events'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -10,6 +11,7 @@ import { checkHistory } from '../../src/core/messages.js'
 import { Api, sleep } from '../helpers/harness.js'
 import { spawnServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
+import { tempDatabase } from '../helpers/pg.js'
 
 const ITERATIONS = Number(process.env.CRASH_ITERATIONS ?? 8)
 const SESSIONS = 4
@@ -21,7 +23,14 @@ interface Ack {
   status: string
 }
 
-t.test('kill -9 under concurrent turns', async (t) => {
+t.test('kill -9 under concurrent turns (LMDB)', async (t) => crashRun(t, { BURROW_SESSION_STORE: 'lmdb' }, ITERATIONS))
+
+t.test('kill -9 under concurrent turns (PostgreSQL)', async (t) => {
+  const db = await tempDatabase(t, 'crash')
+  await crashRun(t, { BURROW_SESSION_STORE: 'postgres', BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4' }, Math.ceil(ITERATIONS / 2))
+})
+
+async function crashRun(t: Test, store: Record<string, string>, ITERATIONS: number): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'burrow-crash-'))
   const fake = await startFakeLlm({ openaiKey: 'k' })
   t.teardown(async () => {
@@ -29,7 +38,7 @@ t.test('kill -9 under concurrent turns', async (t) => {
     await rm(dataDir, { recursive: true, force: true })
   })
   const env = {
-    BURROW_SESSION_STORE: 'lmdb',
+    ...store,
     BURROW_DATA_DIR: dataDir,
     OPENAI_API_KEY: 'k',
     OPENAI_BASE_URL: `${fake.url}/v1`,
@@ -124,7 +133,7 @@ t.test('kill -9 under concurrent turns', async (t) => {
     'the provider never saw an invalid history',
   )
   t.ok([...acks.values()].reduce((n, a) => n + a.length, 0) > ITERATIONS * 2, 'turns were acknowledged in between the kills')
-})
+}
 
 /** Consumes the scripted steps nobody will ask for any more. */
 async function drainScript(fake: Awaited<ReturnType<typeof startFakeLlm>>) {

@@ -1,5 +1,6 @@
 // The session-service contract, in process (no HTTP), against the compositions of
-// LocalSessionService that app/ builds: ephemeral (the null repository) and LMDB.
+// LocalSessionService that app/ builds: ephemeral (the null repository), LMDB and PostgreSQL
+// (a database of its own per composition, on the server at 127.0.0.1:5432).
 import t from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -11,20 +12,29 @@ import type { EventEnvelope } from '../../src/core/events.js'
 import { NO_TELEMETRY } from '../../src/core/telemetry.js'
 import { IDEMPOTENCY_TTL_MS } from '../../src/session/idempotency.js'
 import { applyEvent } from '../../src/session/session-reducer.js'
+import type { SessionRepository } from '../../src/core/stores.js'
 import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.js'
+import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
 import { sessionServiceContract, type ServiceUnderTest } from '../contract/session-service.contract.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
+import { tempDatabase, type TempDatabase } from '../helpers/pg.js'
 
 const fake = await startFakeLlm({ openaiKey: 'sk-test' })
 const dirs: string[] = []
+const databases: TempDatabase[] = []
 t.teardown(async () => {
   await fake.close()
   for (const d of dirs) await rm(d, { recursive: true, force: true })
+  for (const db of databases) await db.drop()
 })
 
-async function compose(store: 'off' | 'lmdb', env: Record<string, string>, dataDir?: string): Promise<ServiceUnderTest> {
+type Store = 'off' | 'lmdb' | 'postgres'
+
+async function compose(store: Store, env: Record<string, string>, dataDir?: string, database?: TempDatabase): Promise<ServiceUnderTest> {
   const dir = dataDir ?? (await mkdtemp(join(tmpdir(), 'burrow-service-')))
   if (!dataDir) dirs.push(dir)
+  const db = store === 'postgres' ? (database ?? (await tempDatabase(undefined, 'service'))) : undefined
+  if (db && !database) databases.push(db)
   const config = loadConfig({
     BURROW_DATA_DIR: dir,
     LOG_LEVEL: 'silent',
@@ -36,12 +46,13 @@ async function compose(store: 'off' | 'lmdb', env: Record<string, string>, dataD
     BURROW_PROVIDER_RETRY_BASE_MS: '5',
     BURROW_PROVIDER_RETRY_MAX_MS: '20',
     BURROW_DEFAULT_MODEL: 'offline:echo',
+    ...(db ? { BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4' } : {}),
     ...env,
   })
   const built = await buildService(config, { logger: createLogger('silent'), telemetry: NO_TELEMETRY, version: 'test' })
   let closing: Promise<void> | null = null
   const close = () => (closing ??= built.close())
-  const durable = store === 'lmdb'
+  const durable = store !== 'off'
   return {
     service: built.service,
     persistent: durable,
@@ -54,16 +65,22 @@ async function compose(store: 'off' | 'lmdb', env: Record<string, string>, dataD
     restart: durable
       ? async () => {
           await close()
-          return compose(store, env, dir)
+          return compose(store, env, dir, db)
         }
       : undefined,
-    crashMidTurn: durable ? (id) => crashMidTurn(dir, id) : undefined,
+    crashMidTurn: durable ? (id) => crashMidTurn(() => openRepository(dir, db), id) : undefined,
   }
 }
 
+/** The composition's repository, opened on its own (the service closed). */
+function openRepository(dir: string, db: TempDatabase | undefined): Promise<SessionRepository> {
+  if (db) return PgSessionRepository.open({ url: db.url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
+  return LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent })
+}
+
 /** What a process killed in the middle of a turn leaves in the log: the turn's start, and nothing after it. */
-async function crashMidTurn(dir: string, id: string): Promise<void> {
-  const repo = await LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent })
+async function crashMidTurn(open: () => Promise<SessionRepository>, id: string): Promise<void> {
+  const repo = await open()
   try {
     const record = (await repo.sessions.get(id))!
     const e: EventEnvelope<'turn_started'> = {
@@ -86,4 +103,8 @@ t.test('ephemeral composition (null repository)', async (t) => {
 
 t.test('LMDB composition', async (t) => {
   sessionServiceContract(t, (env = {}) => compose('lmdb', env))
+})
+
+t.test('PostgreSQL composition', async (t) => {
+  sessionServiceContract(t, (env = {}) => compose('postgres', env))
 })

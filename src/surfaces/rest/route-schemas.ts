@@ -21,9 +21,13 @@ export const SseQuery = Type.Object({
   access_token: Type.Optional(Type.String({ description: 'API key, for clients (EventSource) that cannot send headers.' })),
 })
 
-/** Error responses an API route can give (besides the ones every API route can), each a problem document. */
+/**
+ * Error responses an API route can give (besides the ones every API route can), each a problem
+ * document. Every API route may answer STORE_UNAVAILABLE: with a store across the network
+ * (PostgreSQL), loading a session or reading a list can find the database gone.
+ */
 export function errors(...codes: ErrorCode[]): Record<number, TSchema> {
-  return problems(['INVALID_REQUEST', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL', ...codes])
+  return problems(['INVALID_REQUEST', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL', 'STORE_UNAVAILABLE', ...codes])
 }
 
 /** Exactly these error responses. */

@@ -1,0 +1,209 @@
+import type pg from 'pg'
+import { storeUnavailable } from '../core/errors.js'
+import type { EventEnvelope } from '../core/events.js'
+import type { SessionRecord } from '../core/session-record.js'
+import type { WriteHealth } from '../core/write-health.js'
+import { isConnectionError } from './pg-pool.js'
+
+/** Commits of one session waiting for its write in flight to end: merged into the next write. */
+interface Queued {
+  events: EventEnvelope[]
+  snapshot: SessionRecord
+  settled: Promise<void>
+  resolve: () => void
+  reject: (err: unknown) => void
+}
+
+/** One session's write path: at most one write in flight, and what queued up behind it. */
+interface Lane {
+  inflight: Queued | null
+  /** The last seq written or being written by this process. */
+  last: number
+  queued: Queued | null
+}
+
+// One statement per commit, so a commit costs one round trip and is atomic without BEGIN/COMMIT
+// (bench/pg-driver.bench.ts: 1.5–1.8× the commits/s of the same writes as a transaction). The events
+// are inserted only when the snapshot's row matched: a session's first commit inserts the row
+// (none may exist), a later one updates it only where the stored log ends right before the batch
+// and no commit with a newer fencing token has written. A mismatch inserts nothing.
+const EVENTS = `INSERT INTO events (tenant, session_id, seq, turn, type, at, data)
+  SELECT $1, $2, u.seq, u.turn, u.type, u.at, u.data
+  FROM unnest($14::bigint[], $15::integer[], $16::text[], $17::text[], $18::json[]) AS u(seq, turn, type, at, data)
+  WHERE EXISTS (SELECT 1 FROM s)`
+const FIRST_COMMIT = `WITH s AS (
+  INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence, record)
+  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json WHERE $13::bigint = 0
+  ON CONFLICT DO NOTHING RETURNING 1)
+${EVENTS}`
+const NEXT_COMMIT = `WITH s AS (
+  UPDATE sessions SET status = $3, created_at = $4, updated_at = $5, model = $6, metadata = $7::json, turn_count = $8,
+    last_seq = $9, running = $10, fence = $11, record = $12::json
+  WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11 RETURNING 1)
+${EVENTS}`
+
+/**
+ * The PostgreSQL write path. A session has one write in flight at a time (its seqs must land in
+ * order); commits made meanwhile queue and go as one write when it ends — the events of all of
+ * them and the snapshot after the last (a turn's start and its answer, when the model answered
+ * first, cost one statement). Sessions write in parallel, each on a pool connection, and the
+ * database's group commit shares WAL flushes between them.
+ *
+ * A write is all or nothing. One that fails rejects its commits and those queued behind it (their
+ * events no longer follow the stored log); a connection failure is `STORE_UNAVAILABLE` and makes
+ * the store unhealthy, a log that does not end where the batch starts (or a newer fencing token)
+ * is a conflict.
+ */
+export class PgCommitWriter {
+  private readonly lanes = new Map<string, Lane>()
+  private readonly inflight = new Set<Promise<void>>()
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly health: WriteHealth,
+    /** The fencing token a commit of the session carries (0 until sessions are leased). */
+    private readonly fenceOf: (sessionId: string) => number,
+  ) {}
+
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+    const sid = snapshot.session_id
+    if (events.length === 0) return this.settledFor(sid)
+    let lane = this.lanes.get(sid)
+    let expected = lane ? (lane.queued ? lane.queued.events[lane.queued.events.length - 1]!.seq : lane.last) + 1 : events[0]!.seq
+    for (const e of events) {
+      if (e.session_id !== sid || e.seq !== expected)
+        return Promise.reject(new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`))
+      expected++
+    }
+    if (snapshot.last_seq !== expected - 1)
+      return Promise.reject(new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`))
+    if (lane?.queued) {
+      for (const e of events) lane.queued.events.push(e)
+      lane.queued.snapshot = snapshot
+      return lane.queued.settled
+    }
+    const q = queued(events.slice(), snapshot)
+    if (lane?.inflight) {
+      lane.queued = q
+      return q.settled
+    }
+    lane ??= { inflight: null, last: 0, queued: null }
+    this.lanes.set(sid, lane)
+    this.start(sid, lane, q)
+    return q.settled
+  }
+
+  /** Resolves once the writes of `sid` started or queued so far have ended (either way). */
+  async settledFor(sid: string): Promise<void> {
+    const lane = this.lanes.get(sid)
+    // A queued write starts only after the one in flight ends, and is rejected if that one fails.
+    const p = lane?.queued?.settled ?? lane?.inflight?.settled
+    if (p) await p.catch(() => undefined)
+  }
+
+  /** Resolves once every write started or queued so far has ended. */
+  async idle(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight])
+  }
+
+  private start(sid: string, lane: Lane, q: Queued): void {
+    lane.inflight = q
+    lane.last = q.events[q.events.length - 1]!.seq
+    const p = this.write(q).then(
+      () => {
+        q.resolve()
+        this.next(sid, lane, undefined)
+      },
+      (err: unknown) => {
+        q.reject(err)
+        this.next(sid, lane, err)
+      },
+    )
+    this.inflight.add(p)
+    void p.finally(() => this.inflight.delete(p))
+  }
+
+  private next(sid: string, lane: Lane, err: unknown): void {
+    lane.inflight = null
+    const q = lane.queued
+    lane.queued = null
+    if (q && err === undefined) return this.start(sid, lane, q)
+    if (this.lanes.get(sid) === lane) this.lanes.delete(sid)
+    if (q)
+      q.reject(
+        storeUnavailable(new Error(`an earlier write of the session failed (${(err as Error).message})`), `events of session ${sid}`),
+      )
+  }
+
+  /** One statement: the events and the snapshot as it is now (the live record: serialized here, synchronously). */
+  private async write(q: Queued): Promise<void> {
+    const s = q.snapshot
+    const sid = s.session_id
+    const first = q.events[0]!.seq
+    const last = q.events[q.events.length - 1]!.seq
+    if (s.last_seq !== last) throw new Error(`snapshot of ${sid} is at seq ${s.last_seq}, log at ${last}`)
+    const n = q.events.length
+    const seqs = new Array<number>(n)
+    const turns = new Array<number>(n)
+    const types = new Array<string>(n)
+    const ats = new Array<string>(n)
+    const data = new Array<string>(n)
+    for (let i = 0; i < n; i++) {
+      const e = q.events[i]!
+      seqs[i] = e.seq
+      turns[i] = e.turn
+      types[i] = e.type
+      ats[i] = e.at
+      data[i] = JSON.stringify(e.data)
+    }
+    const values = [
+      s.config.tenant,
+      sid,
+      s.status,
+      s.created_at,
+      s.updated_at,
+      s.config.model,
+      JSON.stringify(s.config.metadata ?? {}),
+      s.turn_count,
+      s.last_seq,
+      s.open_turn?.state === 'running',
+      this.fenceOf(sid),
+      JSON.stringify(s),
+      first - 1,
+      seqs,
+      turns,
+      types,
+      ats,
+      data,
+    ]
+    let written: number
+    try {
+      const r = await this.pool.query(
+        first === 1
+          ? { name: 'burrow_first_commit', text: FIRST_COMMIT, values }
+          : { name: 'burrow_next_commit', text: NEXT_COMMIT, values },
+      )
+      written = r.rowCount ?? 0
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw conflict(sid, first)
+      if (isConnectionError(err)) this.health.failed(err)
+      throw storeUnavailable(err, `events of session ${sid}`)
+    }
+    this.health.succeeded()
+    if (written !== n) throw conflict(sid, first)
+  }
+}
+
+function conflict(sid: string, first: number): Error {
+  return new Error(`commit out of order for ${sid}: the stored log does not end at seq ${first - 1} (or a newer fencing token has written)`)
+}
+
+function queued(events: EventEnvelope[], snapshot: SessionRecord): Queued {
+  let resolve!: () => void
+  let reject!: (err: unknown) => void
+  const settled = new Promise<void>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  return { events, snapshot, settled, resolve, reject }
+}

@@ -1,0 +1,86 @@
+/**
+ * The PostgreSQL schema, as numbered migrations applied in order (pg-migrate.ts). Append new
+ * versions; never edit one that has shipped.
+ *
+ * Rules every table but `schema_version` keeps:
+ * - The primary key leads with `tenant`, so the tables can later be distributed by tenant; a
+ *   session's rows (events, idempotency records, projection checkpoint, lease) sit under
+ *   `(tenant, session_id)`.
+ * - Identifiers are `COLLATE "C"`: lists page by byte order of the session id, as on LMDB.
+ * - Documents are `json`, not `jsonb`: jsonb refuses the escaped NUL character (`\u0000`) that
+ *   user text may hold, and the log must give back exactly what it was given.
+ */
+export interface Migration {
+  version: number
+  description: string
+  sql: string
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'sessions, events, idempotency records, projection checkpoints, session leases',
+    sql: `
+CREATE TABLE sessions (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  status      text NOT NULL,
+  created_at  text NOT NULL,
+  updated_at  text NOT NULL,
+  model       text NOT NULL,
+  metadata    json NOT NULL,
+  turn_count  integer NOT NULL,
+  last_seq    bigint NOT NULL,
+  running     boolean NOT NULL,
+  -- the fencing token of the last commit: a commit carrying an older one is refused
+  fence       bigint NOT NULL DEFAULT 0,
+  record      json NOT NULL,
+  PRIMARY KEY (tenant, session_id)
+);
+CREATE INDEX sessions_by_id ON sessions (session_id);
+CREATE INDEX sessions_by_status ON sessions (tenant, status, session_id);
+CREATE INDEX sessions_running ON sessions (session_id) WHERE running;
+
+CREATE TABLE events (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  seq         bigint NOT NULL,
+  turn        integer NOT NULL,
+  type        text NOT NULL,
+  at          text NOT NULL,
+  data        json NOT NULL,
+  PRIMARY KEY (tenant, session_id, seq)
+);
+
+CREATE TABLE idempotency (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  key         text COLLATE "C" NOT NULL,
+  created_at  bigint NOT NULL,
+  record      json NOT NULL,
+  PRIMARY KEY (tenant, session_id, key)
+);
+CREATE INDEX idempotency_by_age ON idempotency (created_at);
+
+CREATE TABLE projections (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  checkpoint  bigint NOT NULL,
+  PRIMARY KEY (tenant, session_id)
+);
+
+CREATE TABLE leases (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  owner       text NOT NULL,
+  token       bigint NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  PRIMARY KEY (tenant, session_id)
+);
+CREATE INDEX leases_by_expiry ON leases (expires_at);
+`,
+  },
+]
+
+/** The schema version this code writes. */
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version

@@ -1,0 +1,225 @@
+import type pg from 'pg'
+import type { EventEnvelope } from '../core/events.js'
+import type { SessionRecord } from '../core/session-record.js'
+import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
+import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
+import { decodeCursor, encodeCursor } from './cursor.js'
+import { PgAccess } from './pg-access.js'
+import { PgCommitWriter } from './pg-commit-writer.js'
+import { PgIdempotencyStore } from './pg-idempotency-store.js'
+import { migrate, type Migrated } from './pg-migrate.js'
+import { openPool } from './pg-pool.js'
+
+export interface PgSessionRepositoryOptions {
+  /** A `postgres://` URL. */
+  url: string
+  poolSize: number
+  /** This replica's name (the connections' application_name). */
+  replicaId: string
+  idempotencyTtlMs: number
+  /** Told when the store stops taking writes (with the error) and when it takes them again. */
+  onHealth?: (writable: boolean, err?: unknown) => void
+  /** The fencing token commits of a session carry; 0 (no lease) when not given. */
+  fenceOf?: (sessionId: string) => number
+}
+
+const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+  WHERE tenant = $1 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
+const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+  WHERE tenant = $1 AND status = $4 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
+// A session's rows are keyed by (tenant, session_id); reads by id find the tenant in the same statement.
+const READ_AFTER = `SELECT seq, turn, type, at, data FROM events
+  WHERE tenant = (SELECT tenant FROM sessions WHERE session_id = $1 LIMIT 1) AND session_id = $1 AND seq > $2 AND seq <= $3
+  ORDER BY seq LIMIT $4`
+const PURGE = `WITH e AS (DELETE FROM events WHERE tenant = $1 AND session_id = $2),
+  i AS (DELETE FROM idempotency WHERE tenant = $1 AND session_id = $2),
+  p AS (DELETE FROM projections WHERE tenant = $1 AND session_id = $2),
+  l AS (DELETE FROM leases WHERE tenant = $1 AND session_id = $2)
+  DELETE FROM sessions WHERE tenant = $1 AND session_id = $2`
+const TOP = '\uffff' // sorts after every session id
+
+/**
+ * Sessions in PostgreSQL (docs/scaling.md). The same semantics as the LMDB repository: gapless
+ * seqs per session, a commit stores its events and the snapshot they produced or nothing, and is
+ * refused when its events do not follow the stored log. A commit is one statement, grouped per
+ * session (PgCommitWriter); it resolves once PostgreSQL has committed it (with its
+ * `synchronous_commit`, on by default: flushed to the WAL). A database that cannot be reached is
+ * `STORE_UNAVAILABLE`, never a crash; the pool reconnects by itself and `writable()` turns true
+ * again once a write succeeds.
+ */
+export class PgSessionRepository implements SessionRepository {
+  readonly idempotency: IdempotencyStore
+  private readonly writer: PgCommitWriter
+  private closing: Promise<void> | null = null
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly db: PgAccess,
+    opts: PgSessionRepositoryOptions,
+    /** What start-up's migration found and applied. */
+    readonly migrated: Migrated,
+  ) {
+    this.writer = new PgCommitWriter(pool, db.health, opts.fenceOf ?? (() => 0))
+    this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs)
+  }
+
+  /** Connects and brings the schema up to date (pg-migrate.ts); rejects, closing the pool, when either fails. */
+  static async open(opts: PgSessionRepositoryOptions): Promise<PgSessionRepository> {
+    let db: PgAccess | undefined
+    const pool = openPool({
+      url: opts.url,
+      size: opts.poolSize,
+      applicationName: `burrow ${opts.replicaId}`,
+      onIdleError: () => db?.connectionLost(),
+    })
+    db = new PgAccess(pool, opts.onHealth)
+    try {
+      return new PgSessionRepository(pool, db, opts, await migrate(pool))
+    } catch (err) {
+      db.close()
+      await pool.end().catch(() => undefined)
+      throw err
+    }
+  }
+
+  writable(): boolean {
+    return this.db.writable()
+  }
+
+  /** Sessions outlive the process here. */
+  requirePersistence(): void {}
+
+  readonly events = {
+    readAfter: async (sessionId: string, after: number, upTo = Infinity, limit = Infinity): Promise<EventEnvelope[]> => {
+      await this.writer.settledFor(sessionId)
+      if (limit <= 0 || upTo <= after) return []
+      const values = [sessionId, after, upTo === Infinity ? Number.MAX_SAFE_INTEGER : upTo, limit === Infinity ? null : limit]
+      const r = await this.db.read(() => this.pool.query({ name: 'burrow_read_after', text: READ_AFTER, values }), 'session events')
+      return r.rows.map(
+        (row) =>
+          ({ seq: Number(row.seq), session_id: sessionId, turn: row.turn, type: row.type, at: row.at, data: row.data }) as EventEnvelope,
+      )
+    },
+    lastSeq: async (sessionId: string): Promise<number> => {
+      await this.writer.settledFor(sessionId)
+      const r = await this.byId('SELECT last_seq FROM sessions WHERE session_id = $1 LIMIT 1', sessionId, 'the session')
+      return r ? Number(r.last_seq) : 0
+    },
+  }
+
+  readonly sessions = {
+    get: async (sessionId: string): Promise<SessionRecord | undefined> => {
+      await this.writer.settledFor(sessionId)
+      const r = await this.byId('SELECT record FROM sessions WHERE session_id = $1 LIMIT 1', sessionId, 'the session')
+      return r?.record as SessionRecord | undefined
+    },
+    tenantOf: async (sessionId: string): Promise<string | undefined> => {
+      await this.writer.settledFor(sessionId)
+      const r = await this.byId('SELECT tenant FROM sessions WHERE session_id = $1 LIMIT 1', sessionId, 'the session')
+      return r?.tenant as string | undefined
+    },
+    list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
+      const after = decodeCursor(q.cursor)
+      const limit = q.limit ?? 20
+      const values: unknown[] = [tenant, after ?? TOP, limit + 1]
+      if (q.status) values.push(q.status)
+      const r = await this.db.read(
+        () =>
+          this.pool.query(
+            q.status ? { name: 'burrow_list_status', text: LIST_STATUS, values } : { name: 'burrow_list', text: LIST, values },
+          ),
+        'the session list',
+      )
+      const items: SessionSummary[] = r.rows.slice(0, limit).map((row) => ({
+        session_id: row.session_id,
+        status: row.status,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        model: row.model,
+        metadata: row.metadata,
+        turn_count: row.turn_count,
+        last_seq: Number(row.last_seq),
+      }))
+      return { items, next_cursor: r.rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+    },
+    runningTurns: async (): Promise<string[]> => {
+      const r = await this.db.read(() => this.pool.query('SELECT session_id FROM sessions WHERE running'), 'running turns')
+      return r.rows.map((row) => row.session_id as string)
+    },
+    allIds: (): AsyncIterable<string> => {
+      const page = (after: string) =>
+        this.db.read(
+          () => this.pool.query('SELECT session_id FROM sessions WHERE session_id > $1 ORDER BY session_id LIMIT 1000', [after]),
+          'session ids',
+        )
+      return (async function* () {
+        for (let after = ''; ;) {
+          const r = await page(after)
+          for (const row of r.rows) yield (after = row.session_id as string)
+          if (r.rows.length < 1000) return
+        }
+      })()
+    },
+  }
+
+  readonly projection: ProjectionState = {
+    checkpoint: async (sid) => {
+      const r = await this.byId('SELECT checkpoint FROM projections WHERE session_id = $1 LIMIT 1', sid, 'the projection checkpoint')
+      return r ? Number(r.checkpoint) : 0
+    },
+    projected: async (sid, seq) => {
+      await this.db.write(
+        () =>
+          this.pool.query(
+            `INSERT INTO projections (tenant, session_id, checkpoint) SELECT tenant, session_id, $2 FROM sessions WHERE session_id = $1
+             ON CONFLICT (tenant, session_id) DO UPDATE SET checkpoint = greatest(projections.checkpoint, excluded.checkpoint)`,
+            [sid, seq],
+          ),
+        'the projection checkpoint',
+      )
+    },
+    // Pending is derived, not marked: a session whose log is past its checkpoint. Commits write nothing for it.
+    pending: async () => {
+      const r = await this.db.read(
+        () =>
+          this.pool.query(
+            `SELECT s.session_id FROM sessions s LEFT JOIN projections p ON p.tenant = s.tenant AND p.session_id = s.session_id
+             WHERE s.last_seq > coalesce(p.checkpoint, 0)`,
+          ),
+        'the projection state',
+      )
+      return r.rows.map((row) => row.session_id as string)
+    },
+    reset: async () => {
+      await this.db.write(() => this.pool.query('DELETE FROM projections'), 'the projection state')
+    },
+  }
+
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+    return this.writer.commit(events, snapshot)
+  }
+
+  async deleteSession(sessionId: string, tenant: string): Promise<void> {
+    await this.writer.settledFor(sessionId)
+    await this.db.write(() => this.pool.query(PURGE, [tenant, sessionId]), `session ${sessionId}`)
+  }
+
+  /** Drops idempotency records older than their TTL. */
+  sweepIdempotency(): Promise<number> {
+    return (this.idempotency as PgIdempotencyStore).sweep()
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.db.close()
+      await this.writer.idle()
+      await this.pool.end()
+    })()
+    return this.closing
+  }
+
+  private async byId(text: string, sessionId: string, what: string): Promise<Record<string, unknown> | undefined> {
+    const r = await this.db.read(() => this.pool.query(text, [sessionId]), what)
+    return r.rows[0]
+  }
+}

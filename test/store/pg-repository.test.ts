@@ -1,0 +1,176 @@
+// What the PostgreSQL repository must hold beyond the conformance suites: the database itself
+// refuses a gap or a stale fencing token (another process may have written), text round-trips
+// exactly, and delete leaves no row of the session in any table. A database of its own per test.
+import t from 'tap'
+import pg from 'pg'
+import { BurrowError } from '../../src/core/errors.js'
+import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
+import { SessionLog, config, sessionId } from '../contract/fixtures.js'
+import { eventually } from '../helpers/harness.js'
+import { PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+
+const open = (url: string, fence?: () => number) =>
+  PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000, ...(fence ? { fenceOf: fence } : {}) })
+
+async function setup(t: Parameters<typeof tempDatabase>[0]) {
+  const db = await tempDatabase(t, 'pgrepo')
+  const direct = new pg.Pool({ connectionString: db.url, max: 1 })
+  direct.on('error', () => undefined)
+  t!.teardown(() => direct.end())
+  return { db, direct }
+}
+
+t.test('a second process that does not know the log cannot write a gap or a duplicate seq', async (t) => {
+  const { db } = await setup(t)
+  const a = await open(db.url)
+  const b = await open(db.url)
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const log = new SessionLog(sessionId(1))
+  for (const c of [log.create(), log.turn('one')]) await a.commit(c.events, c.record)
+  const stored = await a.events.readAfter(log.id, 0)
+  // b builds on a stale view: the session as it was after its creation.
+  const stale = new SessionLog(log.id)
+  stale.add(0, { type: stored[0]!.type, data: stored[0]!.data })
+  const dup = stale.turn('written twice')
+  await t.rejects(b.commit(dup.events, dup.record), /out of order/, 'seq 2 is taken')
+  const gap = new SessionLog(log.id)
+  for (const e of stored) gap.add(e.turn, { type: e.type, data: e.data })
+  gap.turn('never committed')
+  const skipped = gap.turn('after a hole')
+  await t.rejects(b.commit(skipped.events, skipped.record), /out of order/, 'a batch after a hole')
+  t.same(await b.events.readAfter(log.id, 0), stored, 'the log is as a left it')
+  t.same(await b.sessions.get(log.id), log.record, 'and so is the snapshot')
+  const again = new SessionLog(log.id).create()
+  await t.rejects(b.commit(again.events, again.record), /out of order/, 'a second creation of the same session')
+  // b follows the log once it has read it.
+  const follow = new SessionLog(log.id)
+  for (const e of stored) follow.add(e.turn, { type: e.type, data: e.data })
+  const ok = follow.turn('two')
+  await b.commit(ok.events, ok.record)
+  t.equal(await a.events.lastSeq(log.id), stored.length + ok.events.length)
+})
+
+t.test('a commit carrying an older fencing token than the last one stored is refused', async (t) => {
+  const { db, direct } = await setup(t)
+  let token = 5
+  const repo = await open(db.url, () => token)
+  t.teardown(() => repo.close())
+  const log = new SessionLog(sessionId(2))
+  for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record)
+  t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '5')
+  token = 4
+  const stale = log.turn('from a replica that lost its lease')
+  await t.rejects(repo.commit(stale.events, stale.record), /fencing token/)
+  t.equal(await repo.events.lastSeq(log.id), stale.events[0]!.seq - 1, 'nothing of it stored')
+  token = 6
+  const retry = new SessionLog(log.id)
+  for (const e of await repo.events.readAfter(log.id, 0)) retry.add(e.turn, { type: e.type, data: e.data })
+  const fresh = retry.turn('the new owner')
+  await repo.commit(fresh.events, fresh.record)
+  t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '6')
+})
+
+t.test('text with NUL, astral and combining characters reads back exactly', async (t) => {
+  const { db } = await setup(t)
+  const repo = await open(db.url)
+  t.teardown(() => repo.close())
+  const odd = 'nul:\u0000 tab:\t emoji:🦡 combining:é quote:" backslash:\\ \\u0000 lone:\ud800'
+  const log = new SessionLog(sessionId(3), config('tenant-a', { metadata: { note: odd }, system_prompt: odd }))
+  for (const c of [log.create(), log.turn(odd)]) await repo.commit(c.events, c.record)
+  t.same(await repo.events.readAfter(log.id, 0), log.events)
+  t.same(await repo.sessions.get(log.id), log.record)
+  t.same((await repo.sessions.list('tenant-a', {})).items[0]!.metadata, { note: odd })
+})
+
+t.test('delete leaves no row of the session in any table, and only of that session', async (t) => {
+  const { db, direct } = await setup(t)
+  const repo = await open(db.url)
+  t.teardown(() => repo.close())
+  const gone = new SessionLog(sessionId(4))
+  const kept = new SessionLog(sessionId(5))
+  for (const l of [gone, kept]) {
+    for (const c of [l.create(), l.turn('x')]) await repo.commit(c.events, c.record)
+    await repo.idempotency.put(`tenant-a\u0000${l.id}\u0000k`, {
+      fingerprint: 'f',
+      created_at: Date.now(),
+      outcome: { ok: true, value: 1 },
+    })
+    await repo.projection.projected(l.id, 1)
+    await direct.query("INSERT INTO leases VALUES ('tenant-a', $1, 'r', 1, now())", [l.id])
+  }
+  await repo.deleteSession(gone.id, 'tenant-a')
+  for (const table of ['sessions', 'events', 'idempotency', 'projections', 'leases']) {
+    const r = await direct.query(`SELECT session_id, count(*)::int AS n FROM ${table} GROUP BY 1`)
+    t.same(
+      r.rows.map((x) => x.session_id),
+      [kept.id],
+      `${table}: only the other session's rows`,
+    )
+  }
+})
+
+t.test('another tenant sees nothing: list, and an unknown tenant', async (t) => {
+  const { db } = await setup(t)
+  const repo = await open(db.url)
+  t.teardown(() => repo.close())
+  const a = new SessionLog(sessionId(6), config('tenant-a'))
+  const b = new SessionLog(sessionId(7), config('tenant-b'))
+  for (const l of [a, b]) await repo.commit(l.create().events, l.record!)
+  t.same(
+    (await repo.sessions.list('tenant-a', {})).items.map((i) => i.session_id),
+    [a.id],
+  )
+  t.same(
+    (await repo.sessions.list('tenant-b', {})).items.map((i) => i.session_id),
+    [b.id],
+  )
+  t.same((await repo.sessions.list('tenant-c', {})).items, [])
+  t.equal(await repo.sessions.tenantOf(b.id), 'tenant-b')
+})
+
+t.test('a database that is gone: reads and writes reject with STORE_UNAVAILABLE, and writable() turns false', async (t) => {
+  const { db } = await setup(t)
+  const repo = await open(db.url)
+  t.teardown(() => repo.close())
+  const log = new SessionLog(sessionId(8))
+  await repo.commit(log.create().events, log.record!)
+  await db.drop() // the database is gone for good; its connections are cut
+  const code = async (p: Promise<unknown>) =>
+    (
+      (await p.then(
+        () => null,
+        (e: unknown) => e,
+      )) as BurrowError | null
+    )?.code
+  t.equal(await code(repo.sessions.get(log.id)), 'STORE_UNAVAILABLE', 'a read')
+  const turn = log.turn('lost')
+  t.equal(await code(repo.commit(turn.events, turn.record)), 'STORE_UNAVAILABLE', 'a write')
+  t.equal(repo.writable(), false)
+})
+
+t.test('an idle store notices the database gone when asked, and takes writes again by itself', async (t) => {
+  const db = await tempDatabase(t, 'pgrepo')
+  const admin = new URL(PG_ADMIN_URL)
+  const proxy = new TcpProxy(admin.hostname, Number(admin.port || 5432))
+  await proxy.start()
+  t.teardown(() => proxy.stop())
+  const repo = await open(Object.assign(new URL(db.url), { port: String(proxy.port) }).href)
+  t.teardown(() => repo.close())
+  const log = new SessionLog(sessionId(9))
+  await repo.commit(log.create().events, log.record!)
+  t.equal(repo.writable(), true)
+  await proxy.stop()
+  // Nothing writes: asking (as /readyz does) probes the database once nothing has reached it for a second.
+  await eventually(() => !repo.writable(), 5_000)
+  t.pass('writable() turned false with no request failing')
+  await proxy.start()
+  await eventually(() => repo.writable(), 5_000)
+  t.pass('and true again once the database answers')
+  const turn = log.turn('after the outage')
+  await repo.commit(turn.events, turn.record)
+  t.same(await repo.events.readAfter(log.id, 0), log.events, 'the log goes on')
+})
