@@ -43,6 +43,10 @@ async function load() {
   const t0 = performance.now()
   const { initModel } = require(workerData.embeddings)
   const { modelSource } = require(workerData.weights)
+  // The backend first: initModel awaits it alongside reading the weights, and the reading can
+  // reach the backend before its asynchronous start is done when the machine is busy ("Backend
+  // 'wasm' has not yet been initialized").
+  await require(workerData.core).ready()
   model = await initModel(modelSource)
   if (attempts > 0) throw new Error('the model tried to use the network ' + attempts + ' time(s)')
   parentPort.postMessage({ type: 'ready', ms: performance.now() - t0, backend: require(workerData.core).getBackend() })
