@@ -9,7 +9,7 @@ import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { withoutLabels } from '../../src/memory/posting-blocks.js'
 import { ReplicatedMemoryStore } from '../../src/memory/replicated-memory-store.js'
 import { PgMemoryLog } from '../../src/store/pg-memory-log.js'
-import { memoryStoreContract, entry, type MemoryFactory } from '../contract/memory-store.contract.js'
+import { memoryStoreContract, type MemoryFactory } from '../contract/memory-store.contract.js'
 import { tempDatabase } from '../helpers/pg.js'
 
 const embedder = new HashedEmbedder()
