@@ -1,7 +1,9 @@
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from '../core/logger.js'
 import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
+import { checkLmdbFile } from '../store/lmdb-preflight.js'
 import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import type { Config } from './config.js'
 import { optional } from './optional-dependency.js'
@@ -101,8 +103,18 @@ export async function openPgMemoryStore(config: Config, embedder: Embedder, logg
     throw new StartupError(`Cannot open the memory database ${database}: ${(err as Error).message}`, { cause: err })
   }
   if (log.migrated.applied.length > 0) logger.info({ database, ...log.migrated }, 'migrated the memory database')
+  const dataDir = join(config.dataDir, 'memory-replica')
   try {
-    return await ReplicatedMemoryStore.open({ dataDir: join(config.dataDir, 'memory-replica'), embedder, log, logger })
+    // LMDB trusts its file (a damaged one ends in SIGBUS, not an error): checked first, and a damaged
+    // copy is thrown away — it is a cache of the database, made again from it.
+    const data = join(dataDir, 'memory', 'lmdb', 'data.mdb')
+    const found = await checkLmdbFile(data)
+    if (found.state === 'unreadable') throw new Error(`${data} cannot be read (${found.code})`)
+    if (found.state === 'damaged') {
+      logger.warn({ file: data, problem: found.problem }, 'the local copy of memory is damaged: it is made again from the database')
+      rmSync(join(dataDir, 'memory'), { recursive: true, force: true })
+    }
+    return await ReplicatedMemoryStore.open({ dataDir, embedder, log, logger })
   } catch (err) {
     await log.close().catch(() => undefined)
     throw new StartupError(`Cannot open the local copy of memory in ${config.dataDir}: ${(err as Error).message}`, { cause: err })

@@ -4,6 +4,8 @@
 // and a replica restarted — with its local copy, or on an empty data directory — serves what the
 // database holds. Then the database going away: 503 STORE_UNAVAILABLE, no exit, recovery by itself.
 import t, { type Test } from 'tap'
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { spawnServer, stopServer, type ChildServer } from '../helpers/child-server.js'
 import { Api, sleep } from '../helpers/harness.js'
 import { dbUrl, PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
@@ -110,14 +112,26 @@ t.test('two replicas on one database: adds, deletes and tenants cross within 1 s
   t.notOk((await contents(bAcme, 'otter stone bridge dawn')).includes(OTTER), 'deleted meanwhile: not found after the restart')
 
   // A third replica on an empty data directory makes its copy from the database.
-  const c = await start(t, env(db.url, await tempDir(t, 'memrep-c'), 'lmdb'))
-  const cAcme = new Api(c.url, 'ka')
+  const dirC = await tempDir(t, 'memrep-c')
+  let c = await start(t, env(db.url, dirC, 'lmdb'))
+  let cAcme = new Api(c.url, 'ka')
   t.equal((await contents(cAcme, 'swifts church tower'))[0], 'Swifts return to the church tower in May.')
   t.same(
     await contents(cAcme, 'weir high tide lock keeper'),
     await contents(bAcme, 'weir high tide lock keeper'),
     'the same ranking on both',
   )
+
+  // A damaged local copy is a cache: thrown away at start-up and made again from the database.
+  await stopServer(c)
+  await writeFile(join(dirC, 'memory-replica', 'memory', 'lmdb', 'data.mdb'), Buffer.alloc(16_384, 0xa7))
+  c = await start(t, env(db.url, dirC, 'lmdb'))
+  cAcme = new Api(c.url, 'ka')
+  t.ok(
+    c.lines.some((l) => /local copy of memory is damaged/.test(l.msg)),
+    'the damaged copy is logged',
+  )
+  t.equal((await contents(cAcme, 'swifts church tower'))[0], 'Swifts return to the church tower in May.', 'and made again')
   bGlobex = new Api(b.url, 'kb')
   t.same(await contents(bGlobex, 'red kite barley'), [KITE])
 })
