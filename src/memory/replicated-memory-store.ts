@@ -48,7 +48,8 @@ export class ReplicatedMemoryStore implements MemoryStore {
   /** Per tenant, the catch-up under way (they run one at a time). */
   private readonly chains = new Map<string, Promise<void>>()
   private readonly timer: NodeJS.Timeout
-  private polling = false
+  private polling: Promise<void> | undefined
+  private closing = false
   private pollFailed = false
   private readonly logger: Logger
 
@@ -58,7 +59,9 @@ export class ReplicatedMemoryStore implements MemoryStore {
     opts: ReplicatedMemoryOptions,
   ) {
     this.logger = opts.logger ?? SILENT_LOGGER
-    this.timer = setInterval(() => void this.poll(), opts.pollMs ?? 200)
+    this.timer = setInterval(() => {
+      this.polling ??= this.poll().finally(() => (this.polling = undefined))
+    }, opts.pollMs ?? 200)
     this.timer.unref()
   }
 
@@ -176,8 +179,10 @@ export class ReplicatedMemoryStore implements MemoryStore {
   }
 
   async close(): Promise<void> {
-    if (this.core.closed) return
+    if (this.closing) return
+    this.closing = true
     clearInterval(this.timer)
+    await this.polling
     await Promise.all([...this.chains.values()].map((c) => c.catch(() => undefined)))
     await this.core.close()
     await this.log.close()
@@ -189,7 +194,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
     const run = (this.chains.get(tenant) ?? Promise.resolve())
       .catch(() => undefined)
       .then(async () => {
-        if (this.core.closed) return
+        if (this.closing) return
         const since = copiedHead(this.core.db, tenant)
         const changes = await this.log.changes(tenant, since)
         if (changes.incarnation !== '' && since.incarnation !== '' && changes.incarnation !== since.incarnation) {
@@ -216,8 +221,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
 
   /** One read of the counters of every tenant in use; the tenants whose counters moved catch up. Never rejects. */
   private async poll(): Promise<void> {
-    if (this.polling || this.confirmed.size === 0 || this.core.closed) return
-    this.polling = true
+    if (this.confirmed.size === 0 || this.closing) return
     const started = Date.now()
     try {
       const tenants = [...this.confirmed.keys()]
@@ -239,8 +243,6 @@ export class ReplicatedMemoryStore implements MemoryStore {
       if (!this.pollFailed)
         this.logger.warn({ err }, 'polling the memory database failed: searches answer STORE_UNAVAILABLE once their copy is stale')
       this.pollFailed = true
-    } finally {
-      this.polling = false
     }
   }
 }
