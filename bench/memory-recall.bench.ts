@@ -16,6 +16,10 @@
  * Targets (default embedder, held-out): hybrid recall@5 ≥ max(vector, keyword) recall@5 for
  * every query type.
  *
+ * BENCH_RECALL_STORE=postgres runs the same evaluation against memory on PostgreSQL (a
+ * `ReplicatedMemoryStore` over a fresh database per corpus on BENCH_PG_URL, default the local
+ * server; dropped after): with BENCH_RECALL_DUMP from both runs, the result lists compare one to one.
+ *
  *   npx tsx bench/memory-recall.bench.ts      (or: npx tsx bench/run.ts memory-recall)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -32,6 +36,10 @@ const { UseLiteEmbedder } = await appImport<typeof import('../src/memory/use-lit
 const { CANDIDATES, exactMatches, fusionFor, rank } =
   await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
 const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
+const { ReplicatedMemoryStore } =
+  await appImport<typeof import('../src/memory/replicated-memory-store.js')>('memory/replicated-memory-store.js')
+const { PgMemoryLog } = await appImport<typeof import('../src/store/pg-memory-log.js')>('store/pg-memory-log.js')
+const { withoutLabels } = await appImport<typeof import('../src/memory/posting-blocks.js')>('memory/posting-blocks.js')
 const { tokenize } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
 const { termFrequencies } = await appImport<typeof import('../src/memory/bm25.js')>('memory/bm25.js')
 const { loadConfig } = await appImport<typeof import('../src/app/config.js')>('app/config.js')
@@ -94,7 +102,7 @@ async function runEmbedder(
     for (const { passages, queries: qs } of corpora) {
       const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-memory-recall-'))
       try {
-        const store = await HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
+        const store = await openStore(dir, embedder)
         const entries: NewMemoryEntry[] = passages.map((content, i) => ({ tenant: TENANT, content, session_id: null, turn: null, seq: i }))
         const a0 = performance.now()
         for (let i = 0; i < entries.length; i += 250) await store.add(entries.slice(i, i + 250))
@@ -122,6 +130,29 @@ async function runEmbedder(
     await embedder.close?.()
   }
   return { name, id: embedder.id, lists, ingestPerS: added / (addMs / 1000), loadMs, rssMb: (process.memoryUsage().rss - rss0) / 1e6 }
+}
+
+/** The store under test: embedded (default), or on PostgreSQL with BENCH_RECALL_STORE=postgres (its database dropped at close). */
+async function openStore(dir: string, embedder: Embedder) {
+  if (process.env.BENCH_RECALL_STORE !== 'postgres') return HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
+  const { default: pg } = await import('pg')
+  const admin = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  const name = `burrow_bench_recall_${process.pid}_${Date.now()}`
+  const adminQuery = async (sql: string) => {
+    const c = new pg.Client({ connectionString: admin })
+    await c.connect()
+    await c.query(sql).finally(() => c.end())
+  }
+  await adminQuery(`CREATE DATABASE ${name}`)
+  const url = Object.assign(new URL(admin), { pathname: `/${name}` }).href
+  const log = await PgMemoryLog.open({ url, poolSize: 4, replicaId: 'bench', withoutLabels })
+  const store = await ReplicatedMemoryStore.open({ dataDir: dir, embedder, log })
+  const close = store.close.bind(store)
+  store.close = async () => {
+    await close()
+    await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  }
+  return store
 }
 
 /** The passages holding every identifier the query names, from postings built here with the service's tokenizer. */

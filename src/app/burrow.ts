@@ -83,7 +83,9 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
             ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)`
             : 'single-tenant (no BURROW_API_KEYS: no auth)',
           data_dir: config.dataDir,
-          ...(config.sessionStore === 'postgres' ? { database: describeDatabase(config.databaseUrl!), replica_id: config.replicaId } : {}),
+          ...(config.sessionStore === 'postgres' || config.memoryStore === 'postgres'
+            ? { database: describeDatabase(config.databaseUrl!), replica_id: config.replicaId }
+            : {}),
           ...(built.embedder ? { embedder: built.embedder } : {}),
           address: url,
           version: VERSION,

@@ -9,7 +9,7 @@ export interface Config {
   port: number
   dataDir: string
   sessionStore: 'lmdb' | 'postgres' | 'off'
-  /** PostgreSQL for `sessionStore: 'postgres'` (a `postgres://` URL; required with it). */
+  /** PostgreSQL for `sessionStore: 'postgres'` and `memoryStore: 'postgres'` (a `postgres://` URL; required with either). */
   databaseUrl: string | undefined
   /** This replica's name in leases and logs (default: host name and process id). */
   replicaId: string
@@ -17,7 +17,7 @@ export interface Config {
   leaseMs: number
   /** Connections in the PostgreSQL pool. */
   pgPoolSize: number
-  memoryStore: 'hnsw' | 'off'
+  memoryStore: 'hnsw' | 'postgres' | 'off'
   compaction: boolean
   defaultModel: string | undefined
   anthropic: { apiKey: string | undefined; baseUrl: string }
@@ -88,7 +88,7 @@ export function loadConfig(env: Env = process.env): Config {
     replicaId: r.str('BURROW_REPLICA_ID') ?? `${hostname()}-${process.pid}`,
     leaseMs: r.int('BURROW_LEASE_MS', 10_000, 1_000, 600_000),
     pgPoolSize: r.int('BURROW_PG_POOL_SIZE', 10, 1, 1_000),
-    memoryStore: r.oneOf('BURROW_MEMORY_STORE', ['hnsw', 'off'], 'hnsw'),
+    memoryStore: r.oneOf('BURROW_MEMORY_STORE', ['hnsw', 'postgres', 'off'], 'hnsw'),
     compaction: r.oneOf('BURROW_COMPACTION', ['on', 'off'], 'on') === 'on',
     defaultModel: r.str('BURROW_DEFAULT_MODEL'),
     anthropic: { apiKey: r.str('ANTHROPIC_API_KEY'), baseUrl: r.url('ANTHROPIC_BASE_URL') ?? 'https://api.anthropic.com' },
@@ -143,6 +143,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.sessionStore === 'postgres' && !config.databaseUrl && r.str('BURROW_DATABASE_URL') === undefined)
     problems.push('BURROW_DATABASE_URL must be set to a postgres:// URL when BURROW_SESSION_STORE=postgres')
+  if (config.memoryStore === 'postgres' && !config.databaseUrl && r.str('BURROW_DATABASE_URL') === undefined)
+    problems.push('BURROW_DATABASE_URL must be set to a postgres:// URL when BURROW_MEMORY_STORE=postgres')
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
     problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
   }

@@ -22,7 +22,7 @@ import type { LmdbSessionRepository } from '../store/lmdb-session-repository.js'
 import { NullSessionRepository } from '../store/null-session-repository.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
-import { openPgSessionStore } from './pg-store.js'
+import { openPgMemoryStore, openPgSessionStore } from './pg-store.js'
 import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
 import { optional } from './optional-dependency.js'
@@ -64,7 +64,7 @@ async function build(
   const { registry, http } = buildProviders(config)
   cleanup.push(() => http.close())
   // The data directory holds the LMDB stores and the projection (written with either durable session store).
-  const durable = config.sessionStore !== 'off' || config.memoryStore === 'hnsw'
+  const durable = config.sessionStore !== 'off' || config.memoryStore !== 'off'
   let storeFiles: StoreFilesState | undefined
   if (durable) {
     // Before anything in the directory is opened: LMDB crashes on what these checks refuse.
@@ -93,6 +93,12 @@ async function build(
     } catch (err) {
       throw new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)
     }
+  } else if (config.memoryStore === 'postgres') {
+    const embedder = await buildEmbedder(config)
+    embedderId = embedder.id
+    const closable = embedder as Embedder & { close?: () => Promise<void> }
+    if (closable.close) cleanup.push(() => closable.close!())
+    memory = await openPgMemoryStore(config, embedder, deps.logger)
   }
   const indexer = memory ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger) : undefined
   const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined

@@ -1,3 +1,5 @@
+import { MEMORY_MIGRATION } from './pg-memory-schema.js'
+
 /**
  * The PostgreSQL schema, as numbered migrations applied in order (pg-migrate.ts). Append new
  * versions; never edit one that has shipped.
@@ -80,6 +82,7 @@ CREATE TABLE leases (
 CREATE INDEX leases_by_expiry ON leases (expires_at);
 `,
   },
+  MEMORY_MIGRATION,
 ]
 
 /** The schema version this code writes. */

@@ -3,7 +3,10 @@
 import t from 'tap'
 import pg from 'pg'
 import { migrate, MIGRATION_LOCK, SchemaTooNewError } from '../../src/store/pg-migrate.js'
-import { SCHEMA_VERSION, type Migration } from '../../src/store/pg-schema.js'
+import { MIGRATIONS, SCHEMA_VERSION, type Migration } from '../../src/store/pg-schema.js'
+
+/** Every version this code applies, in order. */
+const ALL = MIGRATIONS.map((m) => m.version)
 import { tempDatabase } from '../helpers/pg.js'
 
 function pool(t: Parameters<typeof tempDatabase>[0], url: string): pg.Pool {
@@ -20,9 +23,21 @@ const tables = async (p: pg.Pool) =>
 t.test('a fresh database gets every table, and every key but schema_version leads with the tenant', async (t) => {
   const db = await tempDatabase(t, 'migrate')
   const p = pool(t, db.url)
-  t.same(await migrate(p), { from: 0, to: SCHEMA_VERSION, applied: [1] })
-  t.same(await tables(p), ['events', 'idempotency', 'leases', 'projections', 'schema_version', 'sessions'])
-  t.same(await versions(p), [1])
+  t.same(await migrate(p), { from: 0, to: SCHEMA_VERSION, applied: ALL })
+  t.same(await tables(p), [
+    'events',
+    'idempotency',
+    'leases',
+    'memory_deleted_sessions',
+    'memory_deletions',
+    'memory_entries',
+    'memory_postings',
+    'memory_tenants',
+    'projections',
+    'schema_version',
+    'sessions',
+  ])
+  t.same(await versions(p), ALL)
   const keys = await p.query(`
     SELECT c.relname AS table, a.attname AS first FROM pg_index i
     JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -32,7 +47,7 @@ t.test('a fresh database gets every table, and every key but schema_version lead
     if (row.table === 'schema_version') continue
     t.equal(row.first, 'tenant', `${row.table}'s primary key leads with tenant`)
   }
-  t.equal(keys.rows.length, 6, 'every table has a primary key')
+  t.equal(keys.rows.length, 11, 'every table has a primary key')
   const lease = await p.query(
     "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'leases' ORDER BY ordinal_position",
   )
@@ -48,7 +63,7 @@ t.test('a re-run applies nothing and changes nothing', async (t) => {
   await migrate(p)
   await p.query("INSERT INTO leases VALUES ('t', 's', 'r1', 7, now())")
   t.same(await migrate(p), { from: SCHEMA_VERSION, to: SCHEMA_VERSION, applied: [] })
-  t.same(await versions(p), [1])
+  t.same(await versions(p), ALL)
   t.equal((await p.query('SELECT count(*)::int AS n FROM leases')).rows[0].n, 1, 'data kept')
 })
 
@@ -71,8 +86,8 @@ t.test('replicas starting together: the lock lets exactly one apply each version
   const real = await tempDatabase(t, 'migrate')
   const [a, b] = [pool(t, real.url), pool(t, real.url)]
   const both = await Promise.all([migrate(a), migrate(b)])
-  t.same(both.map((r) => r.applied.length).sort(), [0, 1])
-  t.same(await versions(a), [1])
+  t.same(both.map((r) => r.applied.length).sort(), [0, ALL.length])
+  t.same(await versions(a), ALL)
 })
 
 t.test('a migration that fails applies nothing of the run, and releases the lock', async (t) => {
@@ -98,5 +113,5 @@ t.test('a database newer than the code is refused, untouched', async (t) => {
   t.type(err, SchemaTooNewError)
   t.equal((err as SchemaTooNewError).found, SCHEMA_VERSION + 1)
   t.equal((err as SchemaTooNewError).known, SCHEMA_VERSION)
-  t.same(await versions(p), [1, SCHEMA_VERSION + 1])
+  t.same(await versions(p), [...ALL, SCHEMA_VERSION + 1])
 })
