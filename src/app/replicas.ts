@@ -49,7 +49,7 @@ export async function connectReplicas(parts: {
   const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
   const local = service.interrupt.bind(service)
   service.interrupt = async (id, ctx) => remote.interrupt(id, service.authenticate(ctx), ctx, local)
-  feed.start()
+  await feed.start()
   return {
     async close() {
       await feed.close()

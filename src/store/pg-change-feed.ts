@@ -94,9 +94,9 @@ export class PgChangeFeed {
     this.pool = openPool({ url: opts.url, size: 2, applicationName: `burrow ${opts.replicaId} feed` })
   }
 
-  /** Starts listening (connecting in the background, again and again until it succeeds). */
-  start(): void {
-    void this.connect()
+  /** Starts listening; resolves after the first attempt (when it failed, it goes on trying in the background). */
+  start(): Promise<void> {
+    return this.connect()
   }
 
   /** Whether the listener connection is up and listening. */
