@@ -12,6 +12,9 @@ const DELTA_PIECE = 6_000
 /** Reconnection delays of the listener: doubling from the first to the last. */
 const RECONNECT_MIN_MS = 100
 const RECONNECT_MAX_MS = 2_000
+/** The listener is pinged this often, and lost when a ping is not answered within PING_TIMEOUT_MS (a silent network). */
+const PING_MS = 5_000
+const PING_TIMEOUT_MS = 5_000
 /** A batch of notifications that could not be sent is tried again for this long, then dropped. */
 const RESEND_FOR_MS = 30_000
 /** After the listener was down, sessions changed since (down − this) are caught up: leaves room for clocks apart. */
@@ -193,12 +196,15 @@ export class PgChangeFeed {
     const c = new pg.Client({
       connectionString: this.opts.url,
       keepAlive: true,
+      query_timeout: PING_TIMEOUT_MS,
       application_name: `burrow ${this.opts.replicaId} listener`,
     })
     let lost = false
+    let ping: NodeJS.Timeout | undefined
     const onLost = (err?: unknown) => {
       if (lost) return
       lost = true
+      clearInterval(ping)
       if (this.client === c) this.client = null
       c.end().catch(() => undefined)
       this.wentDown(err ?? new Error('the listener connection ended'))
@@ -218,6 +224,9 @@ export class PgChangeFeed {
       return
     }
     this.client = c
+    // A connection whose peer vanished without a word (a partition) is noticed by its ping timing out.
+    ping = setInterval(() => void c.query('SELECT 1').catch(onLost), PING_MS)
+    ping.unref()
     this.up = true
     this.delay = RECONNECT_MIN_MS
     const downSince = this.downSince
