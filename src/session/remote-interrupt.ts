@@ -42,8 +42,13 @@ export class RemoteInterrupt {
     ctx: CallContext,
     local: (id: string, ctx: CallContext) => Promise<InterruptResult>,
   ): Promise<InterruptResult> {
-    if (this.runningHere(tenant, id) || !(await this.runningInStore(tenant, id))) return local(id, ctx)
-    const turn = await this.bus.interrupt(tenant, id, FIND_MS, END_MS)
+    if (this.runningHere(tenant, id)) return local(id, ctx)
+    let turn: number | null = null
+    try {
+      if (await this.runningInStore(tenant, id)) turn = await this.bus.interrupt(tenant, id, FIND_MS, END_MS)
+    } catch {
+      // The database cannot be asked: the local service answers (STORE_UNAVAILABLE when it needs the store too).
+    }
     if (turn === null) return local(id, ctx)
     return { session_id: id, interrupted: true, turn }
   }
