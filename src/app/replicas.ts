@@ -41,7 +41,14 @@ export async function connectReplicas(parts: {
     },
     onError: (err, what) => logger.warn({ err }, `change feed: ${what} failed`),
   })
-  store.onCommitted((tenant, sessionId, first, last) => feed.committed(tenant, sessionId, first, last))
+  store.onCommitted((tenant, sessionId, first, last) => {
+    try {
+      feed.committed(tenant, sessionId, first, last)
+    } catch (err) {
+      // On the commit's path, which must go on: the other replicas catch up at this session's next commit.
+      logger.warn({ err, session_id: sessionId }, 'a commit could not be announced to the other replicas')
+    }
+  })
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
   // Not ready without the listener: this replica's streams would miss the others' events.
   const writable = store.writable.bind(store)
