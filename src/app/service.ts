@@ -19,10 +19,12 @@ import { applyEvent } from '../session/session-reducer.js'
 import { TurnRunner } from '../session/turn-runner.js'
 import { DataDirLock, DataDirLockedError } from '../store/data-dir-lock.js'
 import type { LmdbSessionRepository } from '../store/lmdb-session-repository.js'
+import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import { NullSessionRepository } from '../store/null-session-repository.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
 import { openPgMemoryStore, openPgSessionStore } from './pg-store.js'
+import { connectReplicas } from './replicas.js'
 import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
 import { optional } from './optional-dependency.js'
@@ -111,13 +113,14 @@ async function build(
   // Where sessions are kept: the LMDB or PostgreSQL repository with its projection, or the null repository (ephemeral mode).
   let repository: SessionRepository
   let stored: DurableRepository | undefined
+  let pgStore: PgSessionRepository | undefined
   let projector: Projector | undefined
   if (config.sessionStore === 'off') {
     repository = new NullSessionRepository(IDEMPOTENCY_TTL_MS)
     cleanup.push(memoryClose)
   } else {
-    const store =
-      config.sessionStore === 'postgres' ? await openPgSessionStore(config, deps.logger) : await openSessionStore(config, deps.logger)
+    if (config.sessionStore === 'postgres') pgStore = await openPgSessionStore(config, deps.logger)
+    const store = pgStore ?? (await openSessionStore(config, deps.logger))
     cleanup.push(() => store.close())
     // A PostgreSQL database is no file beside the projection: an empty one is a new deployment, not a lost store.
     if (config.sessionStore === 'lmdb') await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
@@ -128,7 +131,7 @@ async function build(
     projector = p
   }
 
-  const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit })
+  const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit, replicated: pgStore !== undefined })
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
   const builtinTools = memory ? [memorySearchTool(memory), ...noteTools()] : []
   const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
@@ -169,6 +172,10 @@ async function build(
   if (!stored || !projector) return { service, ...parts }
 
   await sessions.recover()
+  if (pgStore) {
+    const replicas = await connectReplicas({ config, store: pgStore, hub, sessions, service, logger: deps.logger })
+    cleanup.push(() => replicas.close())
+  }
   await projector.start()
   const store = stored
   // Expired idempotency records go hourly (the stores keep them; the null repository's expire in memory).

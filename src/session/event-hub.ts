@@ -9,6 +9,8 @@ class RecentEvents {
   constructor(private readonly capacity: number) {}
   push(e: EventEnvelope): void {
     if (this.capacity <= 0) return
+    const last = this.items[this.items.length - 1]
+    if (last && this.items.length > this.start && e.seq <= last.seq) return // already kept (a replica's catch-up)
     if (this.items.length - this.start >= this.capacity) this.start++
     this.items.push(e)
     if (this.start > 1024 && this.start * 2 > this.items.length) {
@@ -38,6 +40,25 @@ interface Channel {
 
 /** Events read from the log per replay page. */
 const REPLAY_PAGE = 500
+/** Sessions whose last published / known seq the hub remembers (the oldest are forgotten past it). */
+const SEQ_MEMORY = 100_000
+
+function remember(map: Map<string, number>, id: string, seq: number): void {
+  if ((map.get(id) ?? -1) >= seq) return
+  map.delete(id) // re-inserted last: the map forgets the sessions it heard of longest ago
+  map.set(id, seq)
+  if (map.size > SEQ_MEMORY) map.delete(map.keys().next().value!)
+}
+
+export interface EventHubOptions {
+  bufferSize: number
+  queueLimit: number
+  /**
+   * Other replicas may have subscribers (BURROW_SESSION_STORE=postgres): every session counts as
+   * listened to, so its text deltas are produced and handed to `sendDeltas`'s outlet.
+   */
+  replicated?: boolean
+}
 
 /**
  * Fan-out of events to subscribers, per session and per tenant, plus a bounded
@@ -58,7 +79,19 @@ export class EventHub {
     for (const s of subs) s.wake()
   }
 
-  constructor(private readonly opts: { bufferSize: number; queueLimit: number }) {}
+  /** Per session: the last stored seq published here (by this replica or from another's commit). */
+  private readonly published = new Map<string, number>()
+  /** Per session: the last stored seq known to be committed (published here or not). */
+  private readonly known = new Map<string, number>()
+  /** Where this replica's text deltas go for the other replicas' subscribers (see `replicated`). */
+  private outlet: ((e: EventEnvelope, tenant: string) => void) | null = null
+
+  constructor(private readonly opts: EventHubOptions) {}
+
+  /** Hands every text delta published here to `outlet` as well (the replicas' change feed). */
+  sendDeltas(outlet: (e: EventEnvelope, tenant: string) => void): void {
+    this.outlet = outlet
+  }
 
   open(sessionId: string, tenant: string): void {
     if (!this.channels.has(sessionId))
@@ -68,10 +101,69 @@ export class EventHub {
   publish(e: EventEnvelope): void {
     const ch = this.channels.get(e.session_id)
     if (!ch) return
-    if (e.type !== 'text_delta') ch.recent.push(e)
+    if (e.type !== 'text_delta') {
+      remember(this.published, e.session_id, e.seq)
+      remember(this.known, e.session_id, e.seq)
+      ch.recent.push(e)
+    } else if (this.outlet) {
+      try {
+        this.outlet(e, ch.tenant)
+      } catch {
+        /* the feed's failure is its own: local subscribers still get the delta */
+      }
+    }
     for (const s of ch.subs) s.push(e)
     const ts = this.tenantSubs.get(ch.tenant)
     if (ts) for (const s of ts) s.push(e)
+  }
+
+  /**
+   * An event another replica committed (read back from the log) or streamed (a text delta), for
+   * the subscribers here: of its session when it has a channel here, and of its tenant. A stored
+   * event at or below the session's last published seq is dropped (no duplicate after a catch-up).
+   */
+  publishRemote(e: EventEnvelope, tenant: string): void {
+    if (e.type !== 'text_delta') {
+      if (e.seq <= (this.published.get(e.session_id) ?? 0)) return
+      remember(this.published, e.session_id, e.seq)
+      remember(this.known, e.session_id, e.seq)
+    }
+    const ch = this.channels.get(e.session_id)
+    if (ch) {
+      if (e.type !== 'text_delta') ch.recent.push(e)
+      for (const s of ch.subs) s.push(e)
+    }
+    const ts = this.tenantSubs.get(ch?.tenant ?? tenant)
+    if (ts) for (const s of ts) s.push(e)
+  }
+
+  /** The last stored seq of the session published here, if the hub remembers one. */
+  publishedSeq(sessionId: string): number | undefined {
+    return this.published.get(sessionId)
+  }
+
+  /** Whether a subscriber here would receive the session's events now (of the session, or of `tenant`). */
+  listening(sessionId: string, tenant: string): boolean {
+    const ch = this.channels.get(sessionId)
+    return (ch !== undefined && ch.subs.size > 0) || (this.tenantSubs.get(ch?.tenant ?? tenant)?.size ?? 0) > 0
+  }
+
+  /**
+   * Another replica committed up to `last` and nobody here listened: nothing is read or published.
+   * The session's replay buffer, which now misses those events, starts afresh (replays read the log).
+   */
+  passed(sessionId: string, last: number): void {
+    remember(this.published, sessionId, last)
+    remember(this.known, sessionId, last)
+    const ch = this.channels.get(sessionId)
+    if (ch) ch.recent = new RecentEvents(this.opts.bufferSize)
+  }
+
+  /** What subscribers here follow: tenants (whole-tenant streams) and sessions (their own streams). */
+  watching(): { tenants: string[]; sessions: Array<{ sessionId: string; tenant: string }> } {
+    const sessions: Array<{ sessionId: string; tenant: string }> = []
+    for (const [sessionId, ch] of this.channels) if (ch.subs.size > 0) sessions.push({ sessionId, tenant: ch.tenant })
+    return { tenants: [...this.tenantSubs.keys()], sessions }
   }
 
   /** Events still buffered with `after < seq <= upTo`. */
@@ -96,7 +188,10 @@ export class EventHub {
   ): Promise<Subscription> {
     const ch = this.channels.get(sessionId)
     if (!ch) throw new Error(`no channel for ${sessionId}`)
+    // The caller's record may be behind commits another replica made: what the hub heard counts too.
+    lastSeq = Math.max(lastSeq, this.known.get(sessionId) ?? 0)
     const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId, this.scheduleWake)
+    sub.fillGapsFrom(load, REPLAY_PAGE, after)
     ch.subs.add(sub)
     if (after === undefined || after >= lastSeq) return sub
     try {
@@ -137,10 +232,11 @@ export class EventHub {
     return sub
   }
 
-  /** True when a subscriber of the session or of its tenant would receive an event now. */
+  /** True when a subscriber of the session or of its tenant would receive an event now (always, with replicas). */
   hasListeners(sessionId: string): boolean {
     const ch = this.channels.get(sessionId)
     if (!ch) return false
+    if (this.opts.replicated) return true
     return ch.subs.size > 0 || (this.tenantSubs.get(ch.tenant)?.size ?? 0) > 0
   }
 

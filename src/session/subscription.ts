@@ -20,6 +20,10 @@ export class Subscription implements EventSubscription {
   /** Resolves the replay loop's wait for the reader to take what was queued. */
   private drainWaiter: (() => void) | null = null
   private lastSeq = 0
+  /** Whether `lastSeq` says where this subscriber stands, so a live event past `lastSeq + 1` is a gap. */
+  private positioned = false
+  /** Reads stored events after a seq (a session's log), to fill a gap in what arrives live. */
+  private loader: { load: (after: number, limit: number) => Promise<EventEnvelope[]>; pageSize: number } | null = null
   private endCallbacks: Array<() => void> = []
   /** Push mode (see attach): the writer, whether it is paused, and who to tell at the end. */
   private writer: ((batch: StreamFrame[]) => boolean) | null = null
@@ -46,7 +50,16 @@ export class Subscription implements EventSubscription {
     }
     if (event.type !== 'text_delta' && this.sessionId !== null) {
       if (event.seq <= this.lastSeq) return true // already replayed: no duplicate at the seam
+      if (this.positioned && this.loader && event.seq > this.lastSeq + 1) {
+        // Events committed elsewhere (another replica) reached this process out of reach of its
+        // feed, or before this stream was positioned: what is missing comes from the log first.
+        const { load, pageSize } = this.loader
+        this.held = [event]
+        void this.runReplay(load, [], pageSize).catch(() => this.close())
+        return true
+      }
       this.lastSeq = event.seq
+      this.positioned = true
     }
     const last = this.queue[this.queue.length - 1]
     if (
@@ -65,6 +78,19 @@ export class Subscription implements EventSubscription {
     }
     this.enqueue({ kind: 'event', event })
     return true
+  }
+
+  /**
+   * Where a session's stored events can be read, so a gap in the live events is filled from the
+   * log; `after` (a Last-Event-ID) is where the subscriber stands. Without one, the first live
+   * event positions it.
+   */
+  fillGapsFrom(load: (after: number, limit: number) => Promise<EventEnvelope[]>, pageSize: number, after: number | undefined): void {
+    this.loader = { load, pageSize }
+    if (after !== undefined) {
+      this.lastSeq = after
+      this.positioned = true
+    }
   }
 
   control(c: StreamControl): void {
@@ -97,6 +123,7 @@ export class Subscription implements EventSubscription {
       for (const e of page) {
         if (e.seq <= this.lastSeq) continue
         this.lastSeq = e.seq
+        this.positioned = true
         this.enqueue({ kind: 'event', event: e })
       }
       await this.drained()
@@ -112,6 +139,8 @@ export class Subscription implements EventSubscription {
         this.heldOverflow = false
         page = await load(this.lastSeq, pageSize)
         if (page.length > 0) continue
+        // The log has nothing to fill the gap with (not stored where this process reads): go on from what is held.
+        if (held.length > 0 && held[0]!.seq !== this.lastSeq + 1) this.positioned = false
       }
       this.held = null
       for (const e of held) this.push(e)

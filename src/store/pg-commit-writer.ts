@@ -57,6 +57,8 @@ ${EVENTS}`
 export class PgCommitWriter {
   private readonly lanes = new Map<string, Lane>()
   private readonly inflight = new Set<Promise<void>>()
+  /** Told of each write once committed (tenant, session, its first and last seq): the replicas' change feed. */
+  onCommitted: ((tenant: string, sessionId: string, first: number, last: number) => void) | null = null
 
   constructor(
     private readonly pool: pg.Pool,
@@ -111,6 +113,7 @@ export class PgCommitWriter {
     lane.last = q.events[q.events.length - 1]!.seq
     const p = this.write(q).then(
       () => {
+        this.onCommitted?.(q.snapshot.config.tenant, sid, q.events[0]!.seq, q.events[q.events.length - 1]!.seq)
         q.resolve()
         this.next(sid, lane, undefined)
       },

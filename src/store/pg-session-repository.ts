@@ -86,6 +86,11 @@ export class PgSessionRepository implements SessionRepository {
     return this.db.writable()
   }
 
+  /** Tells `listener` of every commit once PostgreSQL committed it (the replicas' change feed sends its NOTIFY). */
+  onCommitted(listener: (tenant: string, sessionId: string, first: number, last: number) => void): void {
+    this.writer.onCommitted = listener
+  }
+
   /** Sessions outlive the process here. */
   requirePersistence(): void {}
 

@@ -107,3 +107,51 @@ t.test('dropping a session ends its subscriptions with the reason; a shutdown en
   t.match(await take(live, 2), [{ kind: 'control', control: { type: 'stream_closed', data: { reason: 'shutdown' } } }])
   t.match(await take(tenant, 2), [{ kind: 'control', control: { type: 'stream_closed', session_id: null, data: { reason: 'shutdown' } } }])
 })
+
+t.test('another replica’s events: no duplicate of what was published, a gap filled from the log, nothing kept nobody heard', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100, replicated: true })
+  hub.open('s', 't')
+  const log = [1, 2, 3, 4, 5].map((seq) => ev('s', seq))
+  const reads: number[] = []
+  const load = async (from: number, limit: number) => {
+    reads.push(from)
+    return log.filter((e) => e.seq > from).slice(0, limit)
+  }
+  t.ok(hub.hasListeners('s'), 'with replicas, every session counts as listened to (its deltas go to the others)')
+  const sub = await hub.subscribeSession('s', 1, 1, load)
+  const tenant = hub.subscribeTenant('t')
+  t.ok(hub.listening('s', 't'))
+  hub.publishRemote(ev('s', 2), 't')
+  hub.publishRemote(ev('s', 2), 't') // a catch-up after a reconnection reads it again
+  t.equal(hub.publishedSeq('s'), 2)
+  // Seq 3 and 4 never reached this hub: 5 is preceded by them, read from the log.
+  hub.publishRemote(ev('s', 5), 't')
+  t.same(seqs(await take(sub, 4)), [2, 3, 4, 5], 'the gap filled from the log, in order, once')
+  t.same(reads, [2])
+  t.same(seqs(await take(tenant, 2)), [2, 5], 'the tenant stream: each event the hub published, once')
+  sub.close()
+  tenant.close()
+  t.notOk(hub.listening('s', 't'))
+  log.push(ev('s', 6))
+  hub.passed('s', 6)
+  t.equal(hub.bufferStart('s'), null, 'events nobody here heard: the buffer starts afresh (replays read the log)')
+  const late = await hub.subscribeSession('s', 4, 4, load)
+  t.same(seqs(await take(late, 2)), [5, 6], 'a subscriber behind what the hub heard is replayed from the log')
+  late.close()
+})
+
+t.test('a remote event of a session without a channel here reaches its tenant’s subscribers only', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100, replicated: true })
+  const tenant = hub.subscribeTenant('t')
+  const other = hub.subscribeTenant('u')
+  t.ok(hub.listening('elsewhere', 't'))
+  hub.publishRemote(ev('elsewhere', 1, 'session_created'), 't')
+  hub.publishRemote(ev('elsewhere', 1, 'text_delta'), 't')
+  const frames = await take(tenant, 2)
+  t.same(
+    frames.map((f) => f.kind === 'event' && f.event.type),
+    ['session_created', 'text_delta'],
+  )
+  other.close()
+  tenant.close()
+})

@@ -1,0 +1,66 @@
+import type { Logger } from '../core/logger.js'
+import type { EventHub } from '../session/event-hub.js'
+import type { LiveSessions } from '../session/live-sessions.js'
+import type { LocalSessionService } from '../session/local-session-service.js'
+import { RemoteInterrupt } from '../session/remote-interrupt.js'
+import { ReplicaFeed } from '../session/replica-feed.js'
+import type { PgChangeFeed } from '../store/pg-change-feed.js'
+import type { PgSessionRepository } from '../store/pg-session-repository.js'
+import type { Config } from './config.js'
+
+/**
+ * Many replicas on one PostgreSQL database (docs/scaling.md): the change feed between them. Each
+ * commit here is announced (NOTIFY) and so is each text delta; what other replicas announce is
+ * read back from the log and published to subscribers here; interrupts reach the replica that runs
+ * the turn. The replica is not ready while its listener connection is down.
+ */
+export async function connectReplicas(parts: {
+  config: Config
+  store: PgSessionRepository
+  hub: EventHub
+  sessions: LiveSessions
+  service: LocalSessionService
+  logger: Logger
+}): Promise<{ close(): Promise<void> }> {
+  const { config, store, hub, sessions, service, logger } = parts
+  const { PgChangeFeed } = await import('../store/pg-change-feed.js')
+  const incoming = new ReplicaFeed(hub, store.events, (err, sessionId) =>
+    logger.warn({ err, session_id: sessionId }, "another replica's events could not be read: its next commit catches up"),
+  )
+  const feed: PgChangeFeed = new PgChangeFeed({
+    url: config.databaseUrl!,
+    replicaId: config.replicaId,
+    sink: incoming,
+    onListening: (listening, err) => {
+      if (listening) logger.info({}, 'listening to the other replicas again: ready; subscribers catch up from the log')
+      else
+        logger.error(
+          { err },
+          "the listener connection to the database is down: other replicas' events are not streamed here and /readyz answers 503 until it reconnects",
+        )
+    },
+    onError: (err, what) => logger.warn({ err }, `change feed: ${what} failed`),
+  })
+  store.onCommitted((tenant, sessionId, first, last) => {
+    try {
+      feed.committed(tenant, sessionId, first, last)
+    } catch (err) {
+      // On the commit's path, which must go on: the other replicas catch up at this session's next commit.
+      logger.warn({ err, session_id: sessionId }, 'a commit could not be announced to the other replicas')
+    }
+  })
+  hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
+  // Not ready without the listener: this replica's streams would miss the others' events.
+  const writable = store.writable.bind(store)
+  store.writable = () => writable() && feed.listening
+  const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
+  const local = service.interrupt.bind(service)
+  service.interrupt = async (id, ctx) => remote.interrupt(id, service.authenticate(ctx), ctx, local)
+  await feed.start()
+  return {
+    async close() {
+      await feed.close()
+      await incoming.idle()
+    },
+  }
+}
