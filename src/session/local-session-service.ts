@@ -156,14 +156,16 @@ export class LocalSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
-    await this.idempotent(ctx, tenant, 'session/archive', id, {}, async () => {
-      if (s.record.status === 'archived') return
-      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
-      // A paused turn is closed first: an archived session never keeps a dangling tool call.
-      await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
-      s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
-      await this.sessions.settle(s)
-    })
+    await this.idempotent(ctx, tenant, 'session/archive', id, {}, () =>
+      this.sessions.exclusive(s, async () => {
+        if (s.record.status === 'archived') return
+        if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
+        // A paused turn is closed first: an archived session never keeps a dangling tool call.
+        await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
+        s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+        await this.sessions.settle(s)
+      }),
+    )
   }
 
   async delete(id: string, ctx: CallContext): Promise<void> {
@@ -171,12 +173,15 @@ export class LocalSessionService implements SessionService {
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
     if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
-    // Memories first: if the store then refuses the session's purge (a full disk), the session is still
-    // there to delete again — the other way round its memories would outlive it, out of every API's reach.
-    await this.parts.memory?.store.deleteSession(tenant, id)
-    this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
-    await this.repo.deleteSession(id, tenant)
-    await this.sessions.deleted(id)
+    await this.sessions.exclusive(s, async () => {
+      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
+      // Memories first: if the store then refuses the session's purge (a full disk), the session is still
+      // there to delete again — the other way round its memories would outlive it, out of every API's reach.
+      await this.parts.memory?.store.deleteSession(tenant, id)
+      this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
+      await this.repo.deleteSession(id, tenant)
+      await this.sessions.deleted(id)
+    })
   }
 
   // ---- turns --------------------------------------------------------------------------
@@ -244,18 +249,22 @@ export class LocalSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
-    await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
-    await this.sessions.settle(s)
-    return { ...s.record.notes.find((n) => n.key === key)! }
+    return this.sessions.exclusive(s, async () => {
+      await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
+      await this.sessions.settle(s)
+      return { ...s.record.notes.find((n) => n.key === key)! }
+    })
   }
 
   async deleteNote(id: string, key: string, ctx: CallContext): Promise<boolean> {
     const tenant = this.authenticate(ctx)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
-    const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
-    await this.sessions.settle(s)
-    return deleted
+    return this.sessions.exclusive(s, async () => {
+      const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+      await this.sessions.settle(s)
+      return deleted
+    })
   }
 
   // ---- memory -------------------------------------------------------------------------
@@ -288,7 +297,12 @@ export class LocalSessionService implements SessionService {
   private async recordIndexed(tenant: string, sessionId: string, entries: number): Promise<void> {
     const s = await Promise.resolve(this.sessions.get(tenant, sessionId)).catch(() => undefined)
     if (!s) return // deleted meanwhile
-    s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+    // With leases, held by the turn that compacted (when it still runs here) or taken for this write.
+    await this.sessions
+      .exclusive(s, async () => {
+        s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+      })
+      .catch((err: unknown) => this.parts.logger.warn({ err, session_id: sessionId }, 'memory_indexed was not recorded'))
   }
 
   // ---- shared -------------------------------------------------------------------------

@@ -57,13 +57,13 @@ export class SessionTurns {
       await running.done.catch(() => undefined)
       return { session_id: id, interrupted: true, turn: running.number }
     }
-    const open = session.record.open_turn
-    if (open) {
+    return sessions.exclusive(session, async () => {
+      const open = session.record.open_turn
+      if (!open) return { session_id: id, interrupted: false, turn: null }
       await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
       await sessions.settle(session)
       return { session_id: id, interrupted: true, turn: open.turn }
-    }
-    return { session_id: id, interrupted: false, turn: null }
+    })
   }
 
   async compact(tenant: string, id: string, ctx: CallContext): Promise<CompactionOutcome> {
@@ -72,39 +72,44 @@ export class SessionTurns {
     this.refuseWhenShuttingDown()
     const sessions = this.parts.sessions
     const session = await sessions.get(tenant, id)
-    return this.idempotent(ctx, tenant, 'session/compact', id, {}, async () => {
-      if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
-      if (session.running || session.record.open_turn)
-        throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
-      // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
-      const work = new Turn(session, session.record.turn_count)
-      const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
-      work.done = controller.run(work, cfg, true)
-      session.running = work
-      try {
-        const outcome = (await work.done) as CompactionOutcome
-        await sessions.settle(session)
-        return outcome
-      } finally {
-        session.running = null
-      }
-    })
+    return this.idempotent(ctx, tenant, 'session/compact', id, {}, () =>
+      sessions.exclusive(session, async () => {
+        if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+        if (session.running || session.record.open_turn)
+          throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+        // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
+        const work = new Turn(session, session.record.turn_count)
+        const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
+        work.done = controller.run(work, cfg, true)
+        session.running = work
+        try {
+          const outcome = (await work.done) as CompactionOutcome
+          await sessions.settle(session)
+          return outcome
+        } finally {
+          session.running = null
+        }
+      }),
+    )
   }
 
   async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
     this.refuseWhenShuttingDown()
-    const session = await this.parts.sessions.get(tenant, id)
-    if (await closeAbandonedTurn(session)) await this.parts.sessions.settle(session)
+    const sessions = this.parts.sessions
+    const session = await sessions.get(tenant, id)
+    // With leases, taking the session's lease closes such a turn (LiveSessions.exclusive).
+    if (!sessions.leased && (await closeAbandonedTurn(session))) await sessions.settle(session)
     return this.idempotent(
       ctx,
       tenant,
       op,
       id,
       req,
-      async () => {
-        const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
-        return this.runTurn(session, start, ctx)
-      },
+      () =>
+        sessions.exclusive(session, async () => {
+          const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
+          return this.runTurn(session, start, ctx)
+        }),
       (outcome) => this.replayOutcome(session.id, outcome, ctx),
     )
   }

@@ -10,8 +10,7 @@ import { eventually } from '../helpers/harness.js'
 import { PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 
-const open = (url: string, fence?: () => number) =>
-  PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000, ...(fence ? { fenceOf: fence } : {}) })
+const open = (url: string) => PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000 })
 
 async function setup(t: Parameters<typeof tempDatabase>[0]) {
   const db = await tempDatabase(t, 'pgrepo')
@@ -57,20 +56,20 @@ t.test('a second process that does not know the log cannot write a gap or a dupl
 t.test('a commit carrying an older fencing token than the last one stored is refused', async (t) => {
   const { db, direct } = await setup(t)
   let token = 5
-  const repo = await open(db.url, () => token)
+  const repo = await open(db.url)
   t.teardown(() => repo.close())
   const log = new SessionLog(sessionId(2))
-  for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record)
+  for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record, token)
   t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '5')
   token = 4
   const stale = log.turn('from a replica that lost its lease')
-  await t.rejects(repo.commit(stale.events, stale.record), /fencing token/)
+  await t.rejects(repo.commit(stale.events, stale.record, token), /fencing token/)
   t.equal(await repo.events.lastSeq(log.id), stale.events[0]!.seq - 1, 'nothing of it stored')
   token = 6
   const retry = new SessionLog(log.id)
   for (const e of await repo.events.readAfter(log.id, 0)) retry.add(e.turn, { type: e.type, data: e.data })
   const fresh = retry.turn('the new owner')
-  await repo.commit(fresh.events, fresh.record)
+  await repo.commit(fresh.events, fresh.record, token)
   t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '6')
 })
 
