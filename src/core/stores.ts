@@ -50,8 +50,26 @@ export interface IdempotencyRecord {
   outcome: { ok: true; value: unknown } | { ok: false; code: string; message: string; data?: Record<string, unknown> }
 }
 
+/** What claiming an idempotency key found (stores shared by several processes). */
+export type IdempotencyClaim =
+  /** The key is this process's now: it runs the call, then `put`s the outcome (or `release`s the key). */
+  | { kind: 'claimed' }
+  /** The call ran already: its outcome. */
+  | { kind: 'done'; record: IdempotencyRecord }
+  /** Another process runs the call with this key now (its claim is renewed while it runs). */
+  | { kind: 'running'; fingerprint: string }
+
 export interface IdempotencyStore {
   get(key: string): Promise<IdempotencyRecord | undefined>
+  /**
+   * Present when several processes share the store: takes the key for this process unless a
+   * remembered outcome or a live claim of another process holds it (insert if absent, in one
+   * step). A claim whose process died expires and can be taken again.
+   */
+  claim?(key: string, fingerprint: string): Promise<IdempotencyClaim>
+  /** Gives a claimed key up without an outcome (the call was refused before doing any work). */
+  release?(key: string): Promise<void>
+  /** Remembers an outcome (completing this process's claim of the key, if it has one). */
   put(key: string, record: IdempotencyRecord): Promise<void>
   /** Drops records whose key starts with `prefix` (a deleted session's). */
   deletePrefix(prefix: string): Promise<void>

@@ -68,8 +68,13 @@ export class LocalSessionService implements SessionService {
       builtinTools: parts.runner.builtinTools,
       compactionDefaults: parts.compactionDefaults,
     }
-    this.idem = new Idempotency(parts.repository.idempotency, undefined, (err) =>
-      parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+    const leases = parts.repository.leases
+    this.idem = new Idempotency(
+      parts.repository.idempotency,
+      undefined,
+      (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+      // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
+      leases ? 3 * leases.durationMs : undefined,
     )
     this.turns = new SessionTurns(parts, this.replay, this.idempotent.bind(this) as IdempotentRunner, () => this.refuseWhenShuttingDown())
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))

@@ -63,7 +63,7 @@ export class PgSessionRepository implements SessionRepository {
   ) {
     this.writer = new PgCommitWriter(pool, db.health)
     this.leases = new PgLeases(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
-    this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs)
+    this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs, opts.replicaId, opts.leaseMs ?? 10_000)
   }
 
   /** Connects and brings the schema up to date (pg-migrate.ts); rejects, closing the pool, when either fails. */
@@ -225,6 +225,7 @@ export class PgSessionRepository implements SessionRepository {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.db.close()
+      ;(this.idempotency as PgIdempotencyStore).close()
       await this.writer.idle()
       await this.pool.end()
     })()

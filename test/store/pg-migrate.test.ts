@@ -3,7 +3,7 @@
 import t from 'tap'
 import pg from 'pg'
 import { migrate, MIGRATION_LOCK, SchemaTooNewError } from '../../src/store/pg-migrate.js'
-import { SCHEMA_VERSION, type Migration } from '../../src/store/pg-schema.js'
+import { MIGRATIONS, SCHEMA_VERSION, type Migration } from '../../src/store/pg-schema.js'
 import { tempDatabase } from '../helpers/pg.js'
 
 function pool(t: Parameters<typeof tempDatabase>[0], url: string): pg.Pool {
@@ -20,9 +20,9 @@ const tables = async (p: pg.Pool) =>
 t.test('a fresh database gets every table, and every key but schema_version leads with the tenant', async (t) => {
   const db = await tempDatabase(t, 'migrate')
   const p = pool(t, db.url)
-  t.same(await migrate(p), { from: 0, to: SCHEMA_VERSION, applied: [1] })
+  t.same(await migrate(p), { from: 0, to: SCHEMA_VERSION, applied: [1, 2] })
   t.same(await tables(p), ['events', 'idempotency', 'leases', 'projections', 'schema_version', 'sessions'])
-  t.same(await versions(p), [1])
+  t.same(await versions(p), [1, 2])
   const keys = await p.query(`
     SELECT c.relname AS table, a.attname AS first FROM pg_index i
     JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -48,7 +48,7 @@ t.test('a re-run applies nothing and changes nothing', async (t) => {
   await migrate(p)
   await p.query("INSERT INTO leases VALUES ('t', 's', 'r1', 7, now())")
   t.same(await migrate(p), { from: SCHEMA_VERSION, to: SCHEMA_VERSION, applied: [] })
-  t.same(await versions(p), [1])
+  t.same(await versions(p), [1, 2])
   t.equal((await p.query('SELECT count(*)::int AS n FROM leases')).rows[0].n, 1, 'data kept')
 })
 
@@ -71,8 +71,17 @@ t.test('replicas starting together: the lock lets exactly one apply each version
   const real = await tempDatabase(t, 'migrate')
   const [a, b] = [pool(t, real.url), pool(t, real.url)]
   const both = await Promise.all([migrate(a), migrate(b)])
-  t.same(both.map((r) => r.applied.length).sort(), [0, 1])
-  t.same(await versions(a), [1])
+  t.same(both.map((r) => r.applied.length).sort(), [0, 2])
+  t.same(await versions(a), [1, 2])
+})
+
+t.test('a version-1 database gains the idempotency claim columns, its records kept', async (t) => {
+  const db = await tempDatabase(t, 'migrate')
+  const p = pool(t, db.url)
+  await migrate(p, MIGRATIONS.slice(0, 1))
+  await p.query(`INSERT INTO idempotency VALUES ('t', 's', 'k', 1, '{"fingerprint":"f"}')`)
+  t.same(await migrate(p), { from: 1, to: SCHEMA_VERSION, applied: [2] })
+  t.same((await p.query('SELECT key, owner, pending_until FROM idempotency')).rows, [{ key: 'k', owner: null, pending_until: null }])
 })
 
 t.test('a migration that fails applies nothing of the run, and releases the lock', async (t) => {
@@ -98,5 +107,5 @@ t.test('a database newer than the code is refused, untouched', async (t) => {
   t.type(err, SchemaTooNewError)
   t.equal((err as SchemaTooNewError).found, SCHEMA_VERSION + 1)
   t.equal((err as SchemaTooNewError).known, SCHEMA_VERSION)
-  t.same(await versions(p), [1, SCHEMA_VERSION + 1])
+  t.same(await versions(p), [1, 2, SCHEMA_VERSION + 1])
 })
