@@ -38,6 +38,7 @@ export async function openPgSessionStore(config: Config, logger: Logger): Promis
       url,
       poolSize: config.pgPoolSize,
       replicaId: config.replicaId,
+      leaseMs: config.leaseMs,
       idempotencyTtlMs: IDEMPOTENCY_TTL_MS,
       onHealth: (writable, err) => {
         if (writable) logger.info({ database }, 'the session database takes writes again: ready')

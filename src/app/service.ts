@@ -176,6 +176,14 @@ async function build(
     const replicas = await connectReplicas({ config, store: pgStore, hub, sessions, service, logger: deps.logger })
     cleanup.push(() => replicas.close())
   }
+  if (repository.leases) {
+    // Another replica's turns: closed once their lease expired (that replica died), by whichever replica sweeps first.
+    const recovery = setInterval(() => {
+      sessions.recover().catch((err: unknown) => deps.logger.warn({ err }, 'recovering the turns of a stopped replica failed'))
+    }, config.leaseMs)
+    recovery.unref()
+    cleanup.push(async () => clearInterval(recovery))
+  }
   await projector.start()
   const store = stored
   // Expired idempotency records go hourly (the stores keep them; the null repository's expire in memory).

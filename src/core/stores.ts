@@ -23,7 +23,10 @@ export interface SessionStore {
   tenantOf(sessionId: string): Promise<string | undefined>
   /** Newest first; `cursor` is opaque (`next_cursor` of the previous page). */
   list(tenant: string, q: SessionQuery): Promise<Page<SessionSummary>>
-  /** Sessions whose last committed state has a turn running: what a crash left in flight. */
+  /**
+   * Sessions whose last committed state has a turn running: what a crash left in flight. With
+   * leases, only those whose lease has expired (or was never taken): another replica's live turn is never one.
+   */
   runningTurns(): Promise<string[]>
   /** Every session id (for an explicit full rebuild, never on a hot path). */
   allIds(): AsyncIterable<string>
@@ -47,11 +50,58 @@ export interface IdempotencyRecord {
   outcome: { ok: true; value: unknown } | { ok: false; code: string; message: string; data?: Record<string, unknown> }
 }
 
+/** What claiming an idempotency key found (stores shared by several processes). */
+export type IdempotencyClaim =
+  /** The key is this process's now: it runs the call, then `put`s the outcome (or `release`s the key). */
+  | { kind: 'claimed' }
+  /** The call ran already: its outcome. */
+  | { kind: 'done'; record: IdempotencyRecord }
+  /** Another process runs the call with this key now (its claim is renewed while it runs). */
+  | { kind: 'running'; fingerprint: string }
+
 export interface IdempotencyStore {
   get(key: string): Promise<IdempotencyRecord | undefined>
+  /**
+   * Present when several processes share the store: takes the key for this process unless a
+   * remembered outcome or a live claim of another process holds it (insert if absent, in one
+   * step). A claim whose process died expires and can be taken again.
+   */
+  claim?(key: string, fingerprint: string): Promise<IdempotencyClaim>
+  /** Gives a claimed key up without an outcome (the call was refused before doing any work). */
+  release?(key: string): Promise<void>
+  /** Remembers an outcome (completing this process's claim of the key, if it has one). */
   put(key: string, record: IdempotencyRecord): Promise<void>
   /** Drops records whose key starts with `prefix` (a deleted session's). */
   deletePrefix(prefix: string): Promise<void>
+}
+
+/**
+ * A session's write lease, held by one process (a replica) while work that writes the session's
+ * log runs there. Invariant: tokens of a session only grow, and the store refuses a commit whose
+ * token is older than the newest lease taken on the session — a holder that lost its lease can
+ * never write again.
+ */
+export interface SessionLease {
+  /** The fencing token every commit made under this lease carries. */
+  readonly token: number
+  /** The session's last stored seq when the lease was taken: a cached record behind it is stale. */
+  readonly lastSeq: number
+  /** Who held the lease before (its owner), when someone did; this process's own id when it did. */
+  readonly previousOwner: string | null
+  /** Extends the lease by its duration; false when it was lost (it expired and another took it). */
+  renew(): Promise<boolean>
+  /** Ends the lease now (the session can be leased at once by anyone). */
+  release(): Promise<void>
+}
+
+/** Leases on sessions, for stores that several processes share (PostgreSQL). */
+export interface SessionLeases {
+  /** The owner name of this process's leases. */
+  readonly owner: string
+  /** How long a lease lasts unless renewed. */
+  readonly durationMs: number
+  /** Takes the session's lease; undefined when another holds a lease that has not expired. */
+  acquire(sessionId: string, tenant: string): Promise<SessionLease | undefined>
 }
 
 /**
@@ -66,15 +116,24 @@ export interface SessionRepository {
   readonly idempotency: IdempotencyStore
   readonly projection: ProjectionState
   /**
+   * Present when several processes may write the store (PostgreSQL): every write to an existing
+   * session's log then happens under the session's lease and carries its token. Absent when one
+   * process owns the store (LMDB's data-directory lock, the in-memory and null repositories):
+   * the live session's `running` check is then the whole exclusion, and commits carry no token.
+   */
+  readonly leases?: SessionLeases
+  /**
    * Appends `events` (consecutive seqs following the stored or already queued last seq) and
    * writes the snapshot they produced, in one transaction. May group the commit with others
    * (of this and other sessions): `snapshot` can be a live record, read when the commit is
    * written, once every event applied to it has been committed too. Resolves once the events
    * are as durable as the store promises (with fsync durability: on disk); rejects, writing
    * nothing of them, on a seq gap or a failed write. Returns nothing when there is nothing to
-   * wait for (the null repository): the events are then published at once.
+   * wait for (the null repository): the events are then published at once. `fence` is the token
+   * of the session's lease the commit is made under (0: none); with `leases`, a commit whose token
+   * is older than the session's newest lease is refused, writing nothing.
    */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> | void
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence?: number): Promise<void> | void
   /**
    * Returns when sessions outlive the process here; the null repository throws
    * `SESSION_PERSISTENCE_DISABLED`. Operations that need stored sessions (read, list, archive,

@@ -3,6 +3,8 @@ import { BurrowError } from '../core/errors.js'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
+/** How long a retry waits for its key's first attempt running on another replica before SESSION_BUSY (docs/api.md). */
+export const IDEMPOTENCY_WAIT_MS = 30_000
 
 /** JSON with sorted keys, so a retried body matches whatever its key order. */
 export function canonicalJson(v: unknown): string {
@@ -31,8 +33,8 @@ export interface IdempotentCall<T> {
 
 /**
  * Runs a call at most once per key: a retry with the same request gets the first
- * outcome (waiting for it if still running); a different request under the same
- * key is `IDEMPOTENCY_CONFLICT`. Errors are remembered only when the call did work
+ * outcome (waiting for it if still running — in this process, or with a shared store
+ * in another, for up to `waitMs`); a different request under the same key is `IDEMPOTENCY_CONFLICT`. Errors are remembered only when the call did work
  * (a failed turn carries `data.turn`); rejected requests can be retried.
  */
 export class Idempotency {
@@ -43,6 +45,8 @@ export class Idempotency {
     private readonly ttlMs = IDEMPOTENCY_TTL_MS,
     /** Told when an outcome could not be remembered (the store refuses writes). */
     private readonly onUnremembered: (err: unknown, key: string) => void = () => {},
+    /** With a shared store: how long a retry waits for the first attempt running elsewhere. */
+    private readonly waitMs = IDEMPOTENCY_WAIT_MS,
   ) {}
 
   run<T>(c: IdempotentCall<T>): Promise<T> {
@@ -67,17 +71,42 @@ export class Idempotency {
   }
 
   private async lookUpOrExecute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
+    if (this.store.claim) return this.claimOrWait(c, fp)
     const rec = await this.store.get(c.key)
-    if (rec && Date.now() - rec.created_at < this.ttlMs) {
-      if (rec.fingerprint !== fp) throw conflict()
-      if (c.onReplay) await c.onReplay(rec.outcome)
-      if (rec.outcome.ok) return rec.outcome.value as T
-      throw new BurrowError(rec.outcome.code as BurrowError['code'], rec.outcome.message, { ...rec.outcome.data, replayed: true })
-    }
+    if (rec && Date.now() - rec.created_at < this.ttlMs) return this.replay(c, fp, rec)
     return this.execute(c, fp)
   }
 
-  private async execute<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
+  /**
+   * A store shared by several processes: the key is claimed in the store (insert if absent), so one
+   * process runs the call. A retry that finds it running elsewhere waits for its outcome, polling,
+   * for up to `waitMs`, then answers SESSION_BUSY: the first attempt still runs.
+   */
+  private async claimOrWait<T>(c: IdempotentCall<T>, fp: string): Promise<T> {
+    const deadline = Date.now() + this.waitMs
+    for (let pause = 20; ; pause = Math.min(pause * 2, 250)) {
+      const found = await this.store.claim!(c.key, fp)
+      if (found.kind === 'claimed') return this.execute(c, fp, true)
+      if (found.kind === 'done') return this.replay(c, fp, found.record)
+      if (found.fingerprint !== fp) throw conflict()
+      if (Date.now() >= deadline)
+        throw new BurrowError(
+          'SESSION_BUSY',
+          'A request with this Idempotency-Key is still running (on this or another replica); retry it later for its result.',
+          { reason: 'idempotency_key_in_progress' },
+        )
+      await new Promise((r) => setTimeout(r, pause))
+    }
+  }
+
+  private async replay<T>(c: IdempotentCall<T>, fp: string, rec: IdempotencyRecord): Promise<T> {
+    if (rec.fingerprint !== fp) throw conflict()
+    if (c.onReplay) await c.onReplay(rec.outcome)
+    if (rec.outcome.ok) return rec.outcome.value as T
+    throw new BurrowError(rec.outcome.code as BurrowError['code'], rec.outcome.message, { ...rec.outcome.data, replayed: true })
+  }
+
+  private async execute<T>(c: IdempotentCall<T>, fp: string, claimed = false): Promise<T> {
     let value: T
     try {
       value = await c.run()
@@ -88,6 +117,9 @@ export class Idempotency {
           created_at: Date.now(),
           outcome: { ok: false, code: err.code, message: err.message, data: err.data },
         })
+      } else if (claimed) {
+        // Refused before any work: the key is free again (left, the claim would expire by itself).
+        await this.store.release?.(c.key).catch((e: unknown) => this.onUnremembered(e, c.key))
       }
       throw err
     }

@@ -4,9 +4,10 @@ import type { Logger } from '../core/logger.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { StreamControl } from '../core/session-service.js'
-import type { SessionRepository } from '../core/stores.js'
-import { closeOpenTurn } from './close-turn.js'
+import type { SessionLease, SessionRepository } from '../core/stores.js'
+import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
 import type { EventHub } from './event-hub.js'
+import { LeaseKeeper } from './lease-keeper.js'
 import { LiveSession, type CommitFn, type RunningWork } from './live-session.js'
 import type { CommittedBatch, SessionListener } from './session-listener.js'
 import { applyEvent } from './session-reducer.js'
@@ -33,12 +34,56 @@ export class LiveSessions {
   private readonly hub: EventHub
   private readonly listeners: readonly SessionListener[]
   private readonly commit: CommitFn
+  /** Present when the store is shared by several processes (it has leases). */
+  private readonly keeper: LeaseKeeper | null
 
   constructor(private readonly opts: LiveSessionsOptions) {
     this.repo = opts.repository
     this.hub = opts.hub
     this.listeners = opts.listeners ?? []
-    this.commit = this.listeners.length === 0 ? (events, s) => this.repo.commit(events, s.record) : this.commitAndTell
+    const leases = opts.repository.leases
+    this.keeper = leases ? new LeaseKeeper(leases, opts.logger) : null
+    this.commit = this.listeners.length === 0 ? (events, s) => this.repo.commit(events, s.record, this.fence(s.id)) : this.commitAndTell
+  }
+
+  /** Whether sessions are leased (the store is shared by several processes). */
+  get leased(): boolean {
+    return this.keeper !== null
+  }
+
+  /**
+   * Runs work that writes the session's log. With leases: holding the session's lease
+   * (SESSION_BUSY while another replica holds it), after reloading the cached record if the
+   * stored log has moved past it, and after closing a turn the log says is running that nobody
+   * runs (its replica died: as crash recovery closes one). Without: just the work.
+   */
+  exclusive<T>(s: LiveSession, work: () => Promise<T>): Promise<T> {
+    if (!this.keeper) return work()
+    return this.keeper.hold(s, (lease, heldBefore) => this.revalidate(s, lease, heldBefore), work)
+  }
+
+  private fence(id: string): number {
+    return this.keeper?.tokenOf(id) ?? 0
+  }
+
+  private async revalidate(s: LiveSession, lease: SessionLease, heldBefore: boolean): Promise<void> {
+    await s.settled().catch(() => undefined)
+    if (lease.lastSeq !== s.record.last_seq) {
+      const stored = await this.repo.sessions.get(s.id)
+      if (!stored) throw new BurrowError('SESSION_NOT_FOUND', `Session ${s.id} not found.`)
+      // Another replica wrote the session: what this process buffered of its events has a gap now.
+      this.hub.drop(s.id)
+      this.hub.open(s.id, s.tenant)
+      s.record = stored
+    }
+    if (s.running || s.record.open_turn?.state !== 'running') return
+    // Run here before: its events stopped reaching the store (closeAbandonedTurn). Else its process died.
+    if (heldBefore) await closeAbandonedTurn(s)
+    else {
+      await closeOpenTurn(s, 'INTERRUPTED', 'The replica running this turn stopped.', 'process_restarted')
+      this.opts.logger.warn({ session_id: s.id, previous_owner: lease.previousOwner }, 'closed a turn whose replica stopped')
+    }
+    await this.settle(s)
   }
 
   /** The caller's live session, loading it if needed; another tenant's is not found. */
@@ -104,6 +149,7 @@ export class LiveSessions {
    * calls, then `turn_failed` with `reason: process_restarted`. Run once, at start-up; returns how many.
    */
   async recover(): Promise<number> {
+    if (this.keeper) return this.recoverLeased()
     let n = 0
     for (const id of await this.repo.sessions.runningTurns()) {
       const record = await this.repo.sessions.get(id)
@@ -118,6 +164,30 @@ export class LiveSessions {
     return n
   }
 
+  /**
+   * With leases (at start-up, and then periodically on every replica): closes the turns whose
+   * lease expired — their replica died — under the session's lease, so two replicas never close
+   * the same turn and a live replica's turn is never closed. Paused turns are not running: they stay.
+   */
+  private async recoverLeased(): Promise<number> {
+    let n = 0
+    for (const id of await this.repo.sessions.runningTurns()) {
+      const tenant = await this.repo.sessions.tenantOf(id)
+      if (tenant === undefined) continue
+      try {
+        const s = await this.get(tenant, id)
+        const turn = s.record.open_turn?.turn
+        await this.exclusive(s, async () => undefined)
+        if (turn !== undefined && s.record.open_turn?.turn !== turn) n++
+      } catch (err) {
+        // Taken by another replica meanwhile (it recovers it), deleted, or the store is away: the next sweep sees.
+        const code = (err as BurrowError).code
+        if (code !== 'SESSION_BUSY' && code !== 'SESSION_NOT_FOUND') throw err
+      }
+    }
+    return n
+  }
+
   /** What runs on the live sessions now (turns and manual compactions). */
   running(): RunningWork[] {
     return [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))
@@ -125,6 +195,7 @@ export class LiveSessions {
 
   /** Tells the listeners that a session was deleted (after the repository purged it). */
   async deleted(id: string): Promise<void> {
+    this.keeper?.forget(id)
     for (const l of this.listeners) await l.deleted?.(id)
   }
 
@@ -167,7 +238,7 @@ export class LiveSessions {
   /** The commit path with listeners: they are told once the repository made the events durable. */
   private readonly commitAndTell: CommitFn = (events, session, discarded) => {
     const batch: CommittedBatch = { session, events, discarded }
-    const done = this.repo.commit(events, session.record)
+    const done = this.repo.commit(events, session.record, this.fence(session.id))
     if (!done) {
       this.tell(batch)
       return

@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid'
-import { BurrowError, invalidRequest, storeUnavailable } from '../core/errors.js'
+import { BurrowError, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
@@ -24,7 +24,7 @@ import type {
   StartTurn,
   TurnResult,
 } from '../core/wire.js'
-import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
+import { closeOpenTurn } from './close-turn.js'
 import { drainTurns } from './drain-turns.js'
 import type { EventHub } from './event-hub.js'
 import { EventReplay } from './event-replay.js'
@@ -33,8 +33,8 @@ import type { LiveSession } from './live-session.js'
 import type { LiveSessions } from './live-sessions.js'
 import { TenantMemory } from './memory-ops.js'
 import { notesAccess } from './session-notes.js'
-import { Turn, type TurnStart } from './turn.js'
-import { sessionConfig, turnStart, type SessionConfigRules } from './turn-requests.js'
+import { SessionTurns, type IdempotentRunner } from './session-turns.js'
+import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
 
 import type { LocalSessionServiceParts } from './service-parts.js'
 
@@ -54,6 +54,7 @@ export class LocalSessionService implements SessionService {
   private readonly replay: EventReplay
   private readonly idem: Idempotency
   private readonly configRules: SessionConfigRules
+  private readonly turns: SessionTurns
   private shuttingDown = false
 
   constructor(private readonly parts: LocalSessionServiceParts) {
@@ -67,9 +68,15 @@ export class LocalSessionService implements SessionService {
       builtinTools: parts.runner.builtinTools,
       compactionDefaults: parts.compactionDefaults,
     }
-    this.idem = new Idempotency(parts.repository.idempotency, undefined, (err) =>
-      parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+    const leases = parts.repository.leases
+    this.idem = new Idempotency(
+      parts.repository.idempotency,
+      undefined,
+      (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+      // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
+      leases ? 3 * leases.durationMs : undefined,
     )
+    this.turns = new SessionTurns(parts, this.replay, this.idempotent.bind(this) as IdempotentRunner, () => this.refuseWhenShuttingDown())
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
   }
 
@@ -154,14 +161,16 @@ export class LocalSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
-    await this.idempotent(ctx, tenant, 'session/archive', id, {}, async () => {
-      if (s.record.status === 'archived') return
-      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
-      // A paused turn is closed first: an archived session never keeps a dangling tool call.
-      await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
-      s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
-      await this.sessions.settle(s)
-    })
+    await this.idempotent(ctx, tenant, 'session/archive', id, {}, () =>
+      this.sessions.exclusive(s, async () => {
+        if (s.record.status === 'archived') return
+        if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
+        // A paused turn is closed first: an archived session never keeps a dangling tool call.
+        await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
+        s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+        await this.sessions.settle(s)
+      }),
+    )
   }
 
   async delete(id: string, ctx: CallContext): Promise<void> {
@@ -169,125 +178,39 @@ export class LocalSessionService implements SessionService {
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
     if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
-    // Memories first: if the store then refuses the session's purge (a full disk), the session is still
-    // there to delete again — the other way round its memories would outlive it, out of every API's reach.
-    await this.parts.memory?.store.deleteSession(tenant, id)
-    this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
-    await this.repo.deleteSession(id, tenant)
-    await this.sessions.deleted(id)
+    await this.sessions.exclusive(s, async () => {
+      if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
+      // Memories first: if the store then refuses the session's purge (a full disk), the session is still
+      // there to delete again — the other way round its memories would outlive it, out of every API's reach.
+      await this.parts.memory?.store.deleteSession(tenant, id)
+      this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
+      await this.repo.deleteSession(id, tenant)
+      await this.sessions.deleted(id)
+    })
   }
 
   // ---- turns --------------------------------------------------------------------------
 
   async startTurn(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
     const tenant = this.authenticate(ctx)
-    return this.turn(tenant, id, req, ctx, 'turn/start')
+    return this.turns.turn(tenant, id, req, ctx, 'turn/start')
   }
 
-  /**
-   * Continues a persisted session (loading it if this process has not), also one
-   * whose last turn was cut off by a crash. With neither `input` nor `tool_results`,
-   * the model is asked to answer the history as it stands (it must end with the user).
-   */
+  /** Continues a persisted session, also one whose last turn was cut off by a crash (SessionTurns.resume). */
   async resume(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
     const tenant = this.authenticate(ctx)
     this.repo.requirePersistence()
-    if (req.input === undefined && req.tool_results === undefined) {
-      const s = await this.sessions.get(tenant, id)
-      const last = s.record.messages[s.record.messages.length - 1]
-      if (!last || last.role !== 'user')
-        throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
-    }
-    return this.turn(tenant, id, req, ctx, 'session/resume')
+    return this.turns.resume(tenant, id, req, ctx)
   }
 
   async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
     const tenant = this.authenticate(ctx)
-    const session = await this.sessions.get(tenant, id)
-    const running = session.running
-    if (running) {
-      running.signal.abort(new BurrowError('INTERRUPTED', 'The turn was interrupted by a client.'))
-      await running.done.catch(() => undefined)
-      return { session_id: id, interrupted: true, turn: running.number }
-    }
-    const open = session.record.open_turn
-    if (open) {
-      await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
-      await this.sessions.settle(session)
-      return { session_id: id, interrupted: true, turn: open.turn }
-    }
-    return { session_id: id, interrupted: false, turn: null }
+    return this.turns.interrupt(tenant, id)
   }
 
   async compact(id: string, ctx: CallContext): Promise<CompactionOutcome> {
     const tenant = this.authenticate(ctx)
-    const controller = this.parts.compaction
-    if (!controller || !this.parts.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
-    this.refuseWhenShuttingDown()
-    const session = await this.sessions.get(tenant, id)
-    return this.idempotent(ctx, tenant, 'session/compact', id, {}, async () => {
-      if (session.record.status === 'archived') throw archived(id)
-      if (session.running || session.record.open_turn)
-        throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
-      // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
-      const work = new Turn(session, session.record.turn_count)
-      const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
-      work.done = controller.run(work, cfg, true)
-      session.running = work
-      try {
-        const outcome = (await work.done) as CompactionOutcome
-        await this.sessions.settle(session)
-        return outcome
-      } finally {
-        session.running = null
-      }
-    })
-  }
-
-  private async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
-    this.refuseWhenShuttingDown()
-    const session = await this.sessions.get(tenant, id)
-    if (await closeAbandonedTurn(session)) await this.sessions.settle(session)
-    return this.idempotent(
-      ctx,
-      tenant,
-      op,
-      id,
-      req,
-      async () => {
-        const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
-        return this.runTurn(session, start, ctx)
-      },
-      (outcome) => this.replayOutcome(session.id, outcome, ctx),
-    )
-  }
-
-  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
-    const turn = Turn.starting(session, start, ctx.onEvent ?? null)
-    const t0 = performance.now()
-    session.running = turn
-    const done = this.parts.runner.run(turn, start)
-    turn.done = done
-    try {
-      const result = await done
-      await this.sessions.settle(session) // acknowledged only once durable
-      this.parts.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
-      return result
-    } catch (err) {
-      this.parts.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
-      await this.sessions.settle(session)
-      throw err
-    } finally {
-      session.running = null
-    }
-  }
-
-  /** A retried turn's caller gets the first run's events on its stream, then its remembered result. */
-  private async replayOutcome(id: string, outcome: IdempotencyRecord['outcome'], ctx: CallContext): Promise<void> {
-    if (!ctx.onEvent) return
-    const data = (outcome.ok ? outcome.value : outcome.data) as { first_seq?: number; last_seq?: number } | undefined
-    if (typeof data?.first_seq !== 'number' || typeof data.last_seq !== 'number') return
-    for (const e of await this.replay.range(id, data.first_seq, data.last_seq)) ctx.onEvent(e)
+    return this.turns.compact(tenant, id, ctx)
   }
 
   // ---- events -------------------------------------------------------------------------
@@ -331,18 +254,22 @@ export class LocalSessionService implements SessionService {
     const tenant = this.authenticate(ctx)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
-    await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
-    await this.sessions.settle(s)
-    return { ...s.record.notes.find((n) => n.key === key)! }
+    return this.sessions.exclusive(s, async () => {
+      await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
+      await this.sessions.settle(s)
+      return { ...s.record.notes.find((n) => n.key === key)! }
+    })
   }
 
   async deleteNote(id: string, key: string, ctx: CallContext): Promise<boolean> {
     const tenant = this.authenticate(ctx)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
-    const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
-    await this.sessions.settle(s)
-    return deleted
+    return this.sessions.exclusive(s, async () => {
+      const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
+      await this.sessions.settle(s)
+      return deleted
+    })
   }
 
   // ---- memory -------------------------------------------------------------------------
@@ -375,7 +302,12 @@ export class LocalSessionService implements SessionService {
   private async recordIndexed(tenant: string, sessionId: string, entries: number): Promise<void> {
     const s = await Promise.resolve(this.sessions.get(tenant, sessionId)).catch(() => undefined)
     if (!s) return // deleted meanwhile
-    s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+    // With leases, held by the turn that compacted (when it still runs here) or taken for this write.
+    await this.sessions
+      .exclusive(s, async () => {
+        s.emit(s.record.turn_count, [{ type: 'memory_indexed', data: { entries } }])
+      })
+      .catch((err: unknown) => this.parts.logger.warn({ err, session_id: sessionId }, 'memory_indexed was not recorded'))
   }
 
   // ---- shared -------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import { isConnectionError } from './pg-pool.js'
 interface Queued {
   events: EventEnvelope[]
   snapshot: SessionRecord
+  /** The fencing token of the newest commit merged in (they are one session's, made in order). */
+  fence: number
   settled: Promise<void>
   resolve: () => void
   reject: (err: unknown) => void
@@ -63,11 +65,10 @@ export class PgCommitWriter {
   constructor(
     private readonly pool: pg.Pool,
     private readonly health: WriteHealth,
-    /** The fencing token a commit of the session carries (0 until sessions are leased). */
-    private readonly fenceOf: (sessionId: string) => number,
   ) {}
 
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+  /** `fence`: the token of the session's lease the commit is made under (0: none). */
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0): Promise<void> {
     const sid = snapshot.session_id
     if (events.length === 0) return this.settledFor(sid)
     let lane = this.lanes.get(sid)
@@ -82,9 +83,10 @@ export class PgCommitWriter {
     if (lane?.queued) {
       for (const e of events) lane.queued.events.push(e)
       lane.queued.snapshot = snapshot
+      lane.queued.fence = fence
       return lane.queued.settled
     }
-    const q = queued(events.slice(), snapshot)
+    const q = queued(events.slice(), snapshot, fence)
     if (lane?.inflight) {
       lane.queued = q
       return q.settled
@@ -170,7 +172,7 @@ export class PgCommitWriter {
       s.turn_count,
       s.last_seq,
       s.open_turn?.state === 'running',
-      this.fenceOf(sid),
+      q.fence,
       JSON.stringify(s),
       first - 1,
       seqs,
@@ -201,12 +203,12 @@ function conflict(sid: string, first: number): Error {
   return new Error(`commit out of order for ${sid}: the stored log does not end at seq ${first - 1} (or a newer fencing token has written)`)
 }
 
-function queued(events: EventEnvelope[], snapshot: SessionRecord): Queued {
+function queued(events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {
   let resolve!: () => void
   let reject!: (err: unknown) => void
   const settled = new Promise<void>((res, rej) => {
     resolve = res
     reject = rej
   })
-  return { events, snapshot, settled, resolve, reject }
+  return { events, snapshot, fence, settled, resolve, reject }
 }

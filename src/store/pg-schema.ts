@@ -83,6 +83,13 @@ CREATE INDEX leases_by_expiry ON leases (expires_at);
 `,
   },
   MEMORY_MIGRATION,
+  {
+    version: 3,
+    description: 'idempotency claims: the replica running a call with a key, and until when its claim holds',
+    sql: `
+ALTER TABLE idempotency ADD COLUMN owner text, ADD COLUMN pending_until timestamptz;
+`,
+  },
 ]
 
 /** The schema version this code writes. */

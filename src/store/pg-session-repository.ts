@@ -8,6 +8,7 @@ import { PgAccess } from './pg-access.js'
 import { PgCommitWriter } from './pg-commit-writer.js'
 import { PgIdempotencyStore } from './pg-idempotency-store.js'
 import { migrate, type Migrated } from './pg-migrate.js'
+import { PgLeases } from './pg-leases.js'
 import { openPool } from './pg-pool.js'
 
 export interface PgSessionRepositoryOptions {
@@ -19,8 +20,8 @@ export interface PgSessionRepositoryOptions {
   idempotencyTtlMs: number
   /** Told when the store stops taking writes (with the error) and when it takes them again. */
   onHealth?: (writable: boolean, err?: unknown) => void
-  /** The fencing token commits of a session carry; 0 (no lease) when not given. */
-  fenceOf?: (sessionId: string) => number
+  /** How long a session's lease lasts unless renewed (BURROW_LEASE_MS). */
+  leaseMs?: number
 }
 
 const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
@@ -49,6 +50,7 @@ const TOP = '\uffff' // sorts after every session id
  */
 export class PgSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
+  readonly leases: PgLeases
   private readonly writer: PgCommitWriter
   private closing: Promise<void> | null = null
 
@@ -59,8 +61,9 @@ export class PgSessionRepository implements SessionRepository {
     /** What start-up's migration found and applied. */
     readonly migrated: Migrated,
   ) {
-    this.writer = new PgCommitWriter(pool, db.health, opts.fenceOf ?? (() => 0))
-    this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs)
+    this.writer = new PgCommitWriter(pool, db.health)
+    this.leases = new PgLeases(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
+    this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs, opts.replicaId, opts.leaseMs ?? 10_000)
   }
 
   /** Connects and brings the schema up to date (pg-migrate.ts); rejects, closing the pool, when either fails. */
@@ -74,7 +77,9 @@ export class PgSessionRepository implements SessionRepository {
     })
     db = new PgAccess(pool, opts.onHealth)
     try {
-      return new PgSessionRepository(pool, db, opts, await migrate(pool))
+      const repo = new PgSessionRepository(pool, db, opts, await migrate(pool))
+      await repo.leases.releaseOwned()
+      return repo
     } catch (err) {
       db.close()
       await pool.end().catch(() => undefined)
@@ -148,7 +153,15 @@ export class PgSessionRepository implements SessionRepository {
       return { items, next_cursor: r.rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
     },
     runningTurns: async (): Promise<string[]> => {
-      const r = await this.db.read(() => this.pool.query('SELECT session_id FROM sessions WHERE running'), 'running turns')
+      // A live replica renews its leases: a turn whose lease expired (or that never had one) is a dead one's.
+      const r = await this.db.read(
+        () =>
+          this.pool.query(
+            `SELECT s.session_id FROM sessions s LEFT JOIN leases l ON l.tenant = s.tenant AND l.session_id = s.session_id
+             WHERE s.running AND (l.expires_at IS NULL OR l.expires_at <= now())`,
+          ),
+        'running turns',
+      )
       return r.rows.map((row) => row.session_id as string)
     },
     allIds: (): AsyncIterable<string> => {
@@ -200,8 +213,8 @@ export class PgSessionRepository implements SessionRepository {
     },
   }
 
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
-    return this.writer.commit(events, snapshot)
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0): Promise<void> {
+    return this.writer.commit(events, snapshot, fence)
   }
 
   async deleteSession(sessionId: string, tenant: string): Promise<void> {
@@ -217,6 +230,7 @@ export class PgSessionRepository implements SessionRepository {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.db.close()
+      ;(this.idempotency as PgIdempotencyStore).close()
       await this.writer.idle()
       await this.pool.end()
     })()

@@ -46,7 +46,7 @@ async function compose(store: Store, env: Record<string, string>, dataDir?: stri
     BURROW_PROVIDER_RETRY_BASE_MS: '5',
     BURROW_PROVIDER_RETRY_MAX_MS: '20',
     BURROW_DEFAULT_MODEL: 'offline:echo',
-    ...(db ? { BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4' } : {}),
+    ...(db ? { BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4', BURROW_REPLICA_ID: 'contract' } : {}),
     ...env,
   })
   const built = await buildService(config, { logger: createLogger('silent'), telemetry: NO_TELEMETRY, version: 'test' })
@@ -74,11 +74,12 @@ async function compose(store: Store, env: Record<string, string>, dataDir?: stri
 
 /** The composition's repository, opened on its own (the service closed). */
 function openRepository(dir: string, db: TempDatabase | undefined): Promise<SessionRepository> {
-  if (db) return PgSessionRepository.open({ url: db.url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
+  // The service's replica id: the process that "crashed" is the one that starts again.
+  if (db) return PgSessionRepository.open({ url: db.url, poolSize: 2, replicaId: 'contract', idempotencyTtlMs: IDEMPOTENCY_TTL_MS })
   return LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: IDEMPOTENCY_TTL_MS, fold: applyEvent })
 }
 
-/** What a process killed in the middle of a turn leaves in the log: the turn's start, and nothing after it. */
+/** What a process killed in the middle of a turn leaves in the log: the turn's start (under the session's lease, never released), and nothing after it. */
 async function crashMidTurn(open: () => Promise<SessionRepository>, id: string): Promise<void> {
   const repo = await open()
   try {
@@ -91,7 +92,8 @@ async function crashMidTurn(open: () => Promise<SessionRepository>, id: string):
       at: new Date().toISOString(),
       data: { input: [{ type: 'text', text: 'cut off' }], continuation: false },
     }
-    await repo.commit([e], applyEvent(record, e))
+    const lease = await repo.leases?.acquire(id, record.config.tenant)
+    await repo.commit([e], applyEvent(record, e), lease?.token ?? 0)
   } finally {
     await repo.close()
   }

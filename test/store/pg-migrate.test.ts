@@ -90,6 +90,15 @@ t.test('replicas starting together: the lock lets exactly one apply each version
   t.same(await versions(a), ALL)
 })
 
+t.test('a version-2 database gains the idempotency claim columns, its records kept', async (t) => {
+  const db = await tempDatabase(t, 'migrate')
+  const p = pool(t, db.url)
+  await migrate(p, MIGRATIONS.slice(0, 2))
+  await p.query(`INSERT INTO idempotency VALUES ('t', 's', 'k', 1, '{"fingerprint":"f"}')`)
+  t.same(await migrate(p), { from: 2, to: SCHEMA_VERSION, applied: [3] })
+  t.same((await p.query('SELECT key, owner, pending_until FROM idempotency')).rows, [{ key: 'k', owner: null, pending_until: null }])
+})
+
 t.test('a migration that fails applies nothing of the run, and releases the lock', async (t) => {
   const db = await tempDatabase(t, 'migrate')
   const p = pool(t, db.url)

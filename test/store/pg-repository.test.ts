@@ -1,6 +1,7 @@
 // What the PostgreSQL repository must hold beyond the conformance suites: the database itself
-// refuses a gap or a stale fencing token (another process may have written), text round-trips
-// exactly, and delete leaves no row of the session in any table. A database of its own per test.
+// refuses a gap or a stale fencing token (another process may have written), a lease has one
+// holder and fences out one whose lease expired, text round-trips exactly, and delete leaves no
+// row of the session in any table. A database of its own per test.
 import t from 'tap'
 import pg from 'pg'
 import { BurrowError } from '../../src/core/errors.js'
@@ -10,8 +11,7 @@ import { eventually } from '../helpers/harness.js'
 import { PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 
-const open = (url: string, fence?: () => number) =>
-  PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000, ...(fence ? { fenceOf: fence } : {}) })
+const open = (url: string) => PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000 })
 
 async function setup(t: Parameters<typeof tempDatabase>[0]) {
   const db = await tempDatabase(t, 'pgrepo')
@@ -57,21 +57,58 @@ t.test('a second process that does not know the log cannot write a gap or a dupl
 t.test('a commit carrying an older fencing token than the last one stored is refused', async (t) => {
   const { db, direct } = await setup(t)
   let token = 5
-  const repo = await open(db.url, () => token)
+  const repo = await open(db.url)
   t.teardown(() => repo.close())
   const log = new SessionLog(sessionId(2))
-  for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record)
+  for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record, token)
   t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '5')
   token = 4
   const stale = log.turn('from a replica that lost its lease')
-  await t.rejects(repo.commit(stale.events, stale.record), /fencing token/)
+  await t.rejects(repo.commit(stale.events, stale.record, token), /fencing token/)
   t.equal(await repo.events.lastSeq(log.id), stale.events[0]!.seq - 1, 'nothing of it stored')
   token = 6
   const retry = new SessionLog(log.id)
   for (const e of await repo.events.readAfter(log.id, 0)) retry.add(e.turn, { type: e.type, data: e.data })
   const fresh = retry.turn('the new owner')
-  await repo.commit(fresh.events, fresh.record)
+  await repo.commit(fresh.events, fresh.record, token)
   t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '6')
+})
+
+t.test('leases: one holder at a time; an expired one is taken with a newer token, and its holder can no longer commit', async (t) => {
+  const { db } = await setup(t)
+  const opts = { url: db.url, poolSize: 2, idempotencyTtlMs: 3_600_000, leaseMs: 1000 }
+  const a = await PgSessionRepository.open({ ...opts, replicaId: 'replica-a' })
+  const b = await PgSessionRepository.open({ ...opts, replicaId: 'replica-b' })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const log = new SessionLog(sessionId(4))
+  const created = log.create()
+  await a.commit(created.events, created.record)
+  const tenant = created.record.config.tenant
+  t.equal(await b.leases.acquire(log.id, 'another-tenant'), undefined, 'another tenant’s session cannot be leased')
+  const first = (await a.leases.acquire(log.id, tenant))!
+  t.match(first, { token: 1, lastSeq: created.record.last_seq, previousOwner: null })
+  t.equal(await b.leases.acquire(log.id, tenant), undefined, 'held by a: b gets nothing')
+  const one = log.turn('under the first lease')
+  await a.commit(one.events, one.record, first.token)
+  t.equal(await first.renew(), true)
+  // a stops renewing: once the lease expired, b takes it, sees a's commit, and a is fenced out.
+  const second = (await eventually(() => b.leases.acquire(log.id, tenant), 5000))!
+  t.match(second, { token: 2, lastSeq: one.record.last_seq, previousOwner: 'replica-a' })
+  t.equal(await first.renew(), false, 'a learns it lost the lease')
+  const stale = log.turn('from a, after it lost the lease')
+  await t.rejects(a.commit(stale.events, stale.record, first.token), /fencing token/)
+  t.equal(await b.events.lastSeq(log.id), one.record.last_seq, 'nothing of it stored')
+  const fresh = new SessionLog(log.id)
+  for (const e of await b.events.readAfter(log.id, 0)) fresh.add(e.turn, { type: e.type, data: e.data })
+  const two = fresh.turn('under the second lease')
+  await b.commit(two.events, two.record, second.token)
+  await first.release() // a stale release ends nothing
+  t.equal(await a.leases.acquire(log.id, tenant), undefined, 'b still holds it')
+  await second.release()
+  t.match(await a.leases.acquire(log.id, tenant), { token: 3, previousOwner: 'replica-b' }, 'released: taken at once')
 })
 
 t.test('text with NUL, astral and combining characters reads back exactly', async (t) => {

@@ -1,0 +1,144 @@
+import { BurrowError, invalidRequest } from '../core/errors.js'
+import type { CallContext } from '../core/session-service.js'
+import type { IdempotencyRecord } from '../core/stores.js'
+import type { CompactionOutcome, InterruptResult, StartTurn, TurnResult } from '../core/wire.js'
+import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
+import type { EventReplay } from './event-replay.js'
+import type { LiveSession } from './live-session.js'
+import type { LocalSessionServiceParts } from './service-parts.js'
+import { Turn, type TurnStart } from './turn.js'
+import { turnStart } from './turn-requests.js'
+
+/** Runs `run` at most once per the caller's Idempotency-Key (the service's idempotency scope). */
+export type IdempotentRunner = <T>(
+  ctx: CallContext,
+  tenant: string,
+  op: string,
+  sessionId: string | null,
+  body: unknown,
+  run: () => Promise<T>,
+  onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>,
+) => Promise<T>
+
+/**
+ * The work that runs on a session — turns, resumes, interrupts, manual compactions — for
+ * LocalSessionService, which has already authenticated the caller: one at a time per session,
+ * acknowledged only once durable.
+ */
+export class SessionTurns {
+  constructor(
+    private readonly parts: LocalSessionServiceParts,
+    private readonly replay: EventReplay,
+    private readonly idempotent: IdempotentRunner,
+    private readonly refuseWhenShuttingDown: () => void,
+  ) {}
+
+  /**
+   * Continues a persisted session (loading it if this process has not), also one
+   * whose last turn was cut off by a crash. With neither `input` nor `tool_results`,
+   * the model is asked to answer the history as it stands (it must end with the user).
+   */
+  async resume(tenant: string, id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
+    if (req.input === undefined && req.tool_results === undefined) {
+      const s = await this.parts.sessions.get(tenant, id)
+      const last = s.record.messages[s.record.messages.length - 1]
+      if (!last || last.role !== 'user')
+        throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")
+    }
+    return this.turn(tenant, id, req, ctx, 'session/resume')
+  }
+
+  async interrupt(tenant: string, id: string): Promise<InterruptResult> {
+    const sessions = this.parts.sessions
+    const session = await sessions.get(tenant, id)
+    const running = session.running
+    if (running) {
+      running.signal.abort(new BurrowError('INTERRUPTED', 'The turn was interrupted by a client.'))
+      await running.done.catch(() => undefined)
+      return { session_id: id, interrupted: true, turn: running.number }
+    }
+    return sessions.exclusive(session, async () => {
+      const open = session.record.open_turn
+      if (!open) return { session_id: id, interrupted: false, turn: null }
+      await closeOpenTurn(session, 'INTERRUPTED', 'The turn was interrupted by a client.')
+      await sessions.settle(session)
+      return { session_id: id, interrupted: true, turn: open.turn }
+    })
+  }
+
+  async compact(tenant: string, id: string, ctx: CallContext): Promise<CompactionOutcome> {
+    const controller = this.parts.compaction
+    if (!controller || !this.parts.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    this.refuseWhenShuttingDown()
+    const sessions = this.parts.sessions
+    const session = await sessions.get(tenant, id)
+    return this.idempotent(ctx, tenant, 'session/compact', id, {}, () =>
+      sessions.exclusive(session, async () => {
+        if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+        if (session.running || session.record.open_turn)
+          throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+        // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
+        const work = new Turn(session, session.record.turn_count)
+        const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
+        work.done = controller.run(work, cfg, true)
+        session.running = work
+        try {
+          const outcome = (await work.done) as CompactionOutcome
+          await sessions.settle(session)
+          return outcome
+        } finally {
+          session.running = null
+        }
+      }),
+    )
+  }
+
+  async turn(tenant: string, id: string, req: StartTurn, ctx: CallContext, op: string): Promise<TurnResult> {
+    this.refuseWhenShuttingDown()
+    const sessions = this.parts.sessions
+    const session = await sessions.get(tenant, id)
+    // With leases, taking the session's lease closes such a turn (LiveSessions.exclusive).
+    if (!sessions.leased && (await closeAbandonedTurn(session))) await sessions.settle(session)
+    return this.idempotent(
+      ctx,
+      tenant,
+      op,
+      id,
+      req,
+      () =>
+        sessions.exclusive(session, async () => {
+          const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
+          return this.runTurn(session, start, ctx)
+        }),
+      (outcome) => this.replayOutcome(session.id, outcome, ctx),
+    )
+  }
+
+  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
+    const turn = Turn.starting(session, start, ctx.onEvent ?? null)
+    const t0 = performance.now()
+    session.running = turn
+    const done = this.parts.runner.run(turn, start)
+    turn.done = done
+    try {
+      const result = await done
+      await this.parts.sessions.settle(session) // acknowledged only once durable
+      this.parts.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
+      return result
+    } catch (err) {
+      this.parts.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
+      await this.parts.sessions.settle(session)
+      throw err
+    } finally {
+      session.running = null
+    }
+  }
+
+  /** A retried turn's caller gets the first run's events on its stream, then its remembered result. */
+  private async replayOutcome(id: string, outcome: IdempotencyRecord['outcome'], ctx: CallContext): Promise<void> {
+    if (!ctx.onEvent) return
+    const data = (outcome.ok ? outcome.value : outcome.data) as { first_seq?: number; last_seq?: number } | undefined
+    if (typeof data?.first_seq !== 'number' || typeof data.last_seq !== 'number') return
+    for (const e of await this.replay.range(id, data.first_seq, data.last_seq)) ctx.onEvent(e)
+  }
+}
