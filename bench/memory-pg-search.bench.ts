@@ -4,47 +4,26 @@
  *
  * Two real Burrow servers (child processes, hashed embedder, no session store): one with
  * `BURROW_MEMORY_STORE=hnsw`, one with `BURROW_MEMORY_STORE=postgres` on a fresh database (the
- * local server, or BENCH_PG_URL; dropped after). Each is filled through `POST /v1/memory` in batches
+ * local server, or BURROW_TEST_PG_URL; dropped after). Each is filled through `POST /v1/memory` in batches
  * of 1,000 with the same N short chat-like messages (`shortTexts`, seeded), waits until its HNSW
  * index holds every entry, then `GET /v1/memory/search?q=…&limit=10` runs under autocannon on one
  * and then the other, alternating, two rounds each. Queries are 3–5 words of held-out messages.
  *
  *   npx tsx bench/memory-pg-search.bench.ts      (or: npx tsx bench/run.ts memory-pg-search)
  */
-import pg from 'pg'
-import { appImport } from './lib/app.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { burrowEnv } from './lib/env.js'
 import { meanLoad, runLoad, type Load } from './lib/load.js'
-import { Rng, shortTexts } from './lib/memory-corpus.js'
+import { shortTexts } from './lib/memory-corpus.js'
+import { searchQueries } from './lib/search-queries.js'
 import { isMain, metric, sleep, target, type BenchResult } from './lib/types.js'
-
-const { STOPWORDS } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
+import { tempDatabase } from '../test/helpers/pg.js'
 
 const N = Number(process.env.BENCH_SEARCH_ENTRIES ?? 20_000)
 const BATCH = 1_000
 const CONNECTIONS = 8
 const DURATION = Number(process.env.BENCH_SEARCH_SECONDS ?? 8)
-const ADMIN = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const HEADERS = { 'content-type': 'application/json' }
-
-function makeQueries(n: number): string[] {
-  const r = new Rng(4242)
-  return shortTexts(n, 99)
-    .map((text) => {
-      const words = (text.match(/[A-Za-z][A-Za-z'-]{2,}/g) ?? []).filter((w) => !STOPWORDS.has(w.toLowerCase()))
-      const k = Math.min(words.length, r.range(3, 5))
-      const start = r.range(0, Math.max(0, words.length - k))
-      return words.slice(start, start + k).join(' ')
-    })
-    .filter((q) => q.split(' ').length >= 3)
-}
-
-async function admin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: ADMIN })
-  await c.connect()
-  await c.query(sql).finally(() => c.end())
-}
 
 async function fill(server: ServerChild, texts: readonly string[]): Promise<number> {
   const t0 = performance.now()
@@ -81,10 +60,9 @@ async function load(server: ServerChild, queries: readonly string[]): Promise<Lo
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const texts = shortTexts(N, 7)
-  const queries = makeQueries(500)
-  const name = `burrow_bench_pgsearch_${process.pid}`
-  await admin(`CREATE DATABASE ${name}`)
-  const url = Object.assign(new URL(ADMIN), { pathname: `/${name}` }).href
+  const queries = searchQueries(500)
+  const db = await tempDatabase(undefined, 'pgsearch')
+  const url = db.url
   const common = { BURROW_SESSION_STORE: 'off', BURROW_DURABILITY: 'relaxed', BURROW_EMBEDDER: 'hashed' }
   const embedded = await startServer('burrow', burrowEnv({ ...common, BURROW_MEMORY_STORE: 'hnsw' }))
   let shared: ServerChild | undefined
@@ -135,7 +113,7 @@ export async function run(): Promise<BenchResult> {
   } finally {
     await embedded.stop()
     await shared?.stop()
-    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await db.drop()
   }
 }
 

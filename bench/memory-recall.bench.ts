@@ -17,7 +17,7 @@
  * every query type.
  *
  * BENCH_RECALL_STORE=postgres runs the same evaluation against memory on PostgreSQL (a
- * `ReplicatedMemoryStore` over a fresh database per corpus on BENCH_PG_URL, default the local
+ * `ReplicatedMemoryStore` over a fresh database per corpus on BURROW_TEST_PG_URL, default the local
  * server; dropped after): with BENCH_RECALL_DUMP from both runs, the result lists compare one to one.
  *
  *   npx tsx bench/memory-recall.bench.ts      (or: npx tsx bench/run.ts memory-recall)
@@ -135,22 +135,14 @@ async function runEmbedder(
 /** The store under test: embedded (default), or on PostgreSQL with BENCH_RECALL_STORE=postgres (its database dropped at close). */
 async function openStore(dir: string, embedder: Embedder) {
   if (process.env.BENCH_RECALL_STORE !== 'postgres') return HnswMemoryStore.open({ dataDir: dir, embedder, durability: 'relaxed' })
-  const { default: pg } = await import('pg')
-  const admin = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-  const name = `burrow_bench_recall_${process.pid}_${Date.now()}`
-  const adminQuery = async (sql: string) => {
-    const c = new pg.Client({ connectionString: admin })
-    await c.connect()
-    await c.query(sql).finally(() => c.end())
-  }
-  await adminQuery(`CREATE DATABASE ${name}`)
-  const url = Object.assign(new URL(admin), { pathname: `/${name}` }).href
-  const log = await PgMemoryLog.open({ url, poolSize: 4, replicaId: 'bench', withoutLabels })
+  const { tempDatabase } = await import('../test/helpers/pg.js')
+  const db = await tempDatabase(undefined, 'recall')
+  const log = await PgMemoryLog.open({ url: db.url, poolSize: 4, replicaId: 'bench', withoutLabels })
   const store = await ReplicatedMemoryStore.open({ dataDir: dir, embedder, log })
   const close = store.close.bind(store)
   store.close = async () => {
     await close()
-    await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await db.drop()
   }
   return store
 }

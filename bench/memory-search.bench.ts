@@ -22,7 +22,8 @@ import { appImport } from './lib/app.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { burrowEnv } from './lib/env.js'
 import { runLoad, type Load } from './lib/load.js'
-import { Rng, shortTexts } from './lib/memory-corpus.js'
+import { shortTexts } from './lib/memory-corpus.js'
+import { searchQueries } from './lib/search-queries.js'
 import { isMain, metric, target, type BenchResult, type Metric } from './lib/types.js'
 
 const { HashedEmbedder } = await appImport<typeof import('../src/memory/hashed-embedder.js')>('memory/hashed-embedder.js')
@@ -31,7 +32,6 @@ const { TenantIndex } = await appImport<typeof import('../src/memory/hnsw-index.
 const { tenantKey } = await appImport<typeof import('../src/memory/index-saves.js')>('memory/index-saves.js')
 const { HnswMemoryStore } = await appImport<typeof import('../src/memory/hnsw-memory-store.js')>('memory/hnsw-memory-store.js')
 const { CANDIDATES } = await appImport<typeof import('../src/memory/memory-ranking.js')>('memory/memory-ranking.js')
-const { STOPWORDS } = await appImport<typeof import('../src/memory/text-features.js')>('memory/text-features.js')
 
 const N = Number(process.env.BENCH_SEARCH_ENTRIES ?? 20_000)
 const N2 = Number(process.env.BENCH_SEARCH_ENTRIES_LARGE ?? 100_000)
@@ -43,19 +43,6 @@ const CONNECTIONS = 8
 const DURATION = Number(process.env.BENCH_SEARCH_SECONDS ?? 10)
 const TENANT = 'default'
 const HEADERS = { 'content-type': 'application/json' }
-
-/** 3–5 content words of a held-out message, in order. */
-function makeQueries(n: number): string[] {
-  const r = new Rng(4242)
-  return shortTexts(n, 99)
-    .map((text) => {
-      const words = (text.match(/[A-Za-z][A-Za-z'-]{2,}/g) ?? []).filter((w) => !STOPWORDS.has(w.toLowerCase()))
-      const k = Math.min(words.length, r.range(3, 5))
-      const start = r.range(0, Math.max(0, words.length - k))
-      return words.slice(start, start + k).join(' ')
-    })
-    .filter((q) => q.split(' ').length >= 3)
-}
 
 async function ingest(server: ServerChild, texts: readonly string[], from: number, to: number): Promise<number> {
   const t0 = performance.now()
@@ -133,7 +120,7 @@ async function inProcess(
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const texts = shortTexts(N2, 7)
-  const queries = makeQueries(QUERIES)
+  const queries = searchQueries(QUERIES)
   const meanChars = texts.slice(0, N).reduce((a, t) => a + t.length, 0) / N
   const dir = mkdtempSync(join(tmpdir(), 'burrow-msearch-'))
   // Our own data dir (a `burrow-bench-` one is deleted when its server stops; this one outlives two servers).

@@ -17,17 +17,17 @@
  * commit concurrently through a pool of POOL connections. The two drivers alternate, REPS runs
  * each; figures are over all runs. The value column is postgres.js, the baseline column `pg`.
  *
- *   npx tsx bench/run.ts pg-driver      (PostgreSQL at BENCH_PG_URL, default postgres://postgres@127.0.0.1:5432/postgres)
+ *   npx tsx bench/run.ts pg-driver      (PostgreSQL at BURROW_TEST_PG_URL, default postgres://postgres@127.0.0.1:5432/postgres)
  */
 import pg from 'pg'
 import postgres from 'postgres'
 import { config, SessionLog, sessionId } from '../test/contract/fixtures.js'
+import { tempDatabase } from '../test/helpers/pg.js'
 import { appImport } from './lib/app.js'
 import { isMain, metric, percentile, target, type BenchResult } from './lib/types.js'
 
 const { PgSessionRepository } = await appImport<typeof import('../src/store/pg-session-repository.js')>('store/pg-session-repository.js')
 
-const ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 16)
 const POOL = Number(process.env.BENCH_POOL ?? 8)
 const COMMITS = Number(process.env.BENCH_COMMITS ?? 120)
@@ -266,16 +266,12 @@ async function storePhase(url: string): Promise<Phase> {
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  const db = `burrow_bench_${process.pid}`
-  await admin.query(`DROP DATABASE IF EXISTS ${db}`)
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = Object.assign(new URL(ADMIN_URL), { pathname: `/${db}` }).href
+  const db = await tempDatabase(undefined, 'driver')
+  const url = db.url
   const runs: Record<'pg' | 'postgres', Awaited<ReturnType<typeof measure>>[]> = { pg: [], postgres: [] }
   let serverVersion = ''
   let store: Phase | undefined
-  const storeDb = `${db}_store`
+  const storeDb = await tempDatabase(undefined, 'driver_store')
   try {
     const setup = new pg.Client({ connectionString: url })
     await setup.connect()
@@ -293,12 +289,10 @@ export async function run(): Promise<BenchResult> {
         }
       }
     }
-    await admin.query(`CREATE DATABASE ${storeDb}`)
-    store = await storePhase(Object.assign(new URL(ADMIN_URL), { pathname: `/${storeDb}` }).href)
+    store = await storePhase(storeDb.url)
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${storeDb} WITH (FORCE)`)
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-    await admin.end()
+    await storeDb.drop()
+    await db.drop()
   }
 
   const rate = (rs: Phase[]) => rs.reduce((a, r) => a + r.ops, 0) / rs.reduce((a, r) => a + r.seconds, 0)

@@ -10,15 +10,14 @@
  * receive every stored event exactly once, in seq order.
  *
  *   npx tsx bench/replica-feed.bench.ts      (or: npx tsx bench/run.ts replica-feed)
- *   BENCH_SUBSCRIBERS=100 BENCH_TURNS=100; PostgreSQL at BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_SUBSCRIBERS=100 BENCH_TURNS=100; PostgreSQL at BURROW_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres)
  */
 import http from 'node:http'
-import pg from 'pg'
 import { burrowEnv } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { isMain, metric, percentile, sleep, target, type BenchResult } from './lib/types.js'
+import { tempDatabase } from '../test/helpers/pg.js'
 
-const ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 100)
 const TURNS = Number(process.env.BENCH_TURNS ?? 100)
 const TARGET_P99_MS = 50
@@ -83,12 +82,8 @@ const sorted = (subs: Subscriber[]) => Float64Array.from(subs.flatMap((s) => s.l
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const log = (s: string) => console.log(`[replica-feed] ${s}`)
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  const db = `burrow_bench_feed_${process.pid}`
-  await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  await admin.query(`CREATE DATABASE ${db}`)
-  const url = Object.assign(new URL(ADMIN_URL), { pathname: `/${db}` }).href
+  const db = await tempDatabase(undefined, 'feed')
+  const url = db.url
   const servers: ServerChild[] = []
   const subs: { a: Subscriber[]; b: Subscriber[] } = { a: [], b: [] }
   let last = 0
@@ -118,8 +113,7 @@ export async function run(): Promise<BenchResult> {
   } finally {
     for (const s of [...subs.a, ...subs.b]) s.close()
     for (const s of servers) await s.stop()
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-    await admin.end()
+    await db.drop()
   }
   const cross = sorted(subs.a)
   const same = sorted(subs.b)

@@ -1,6 +1,8 @@
 /**
  * turns-durable: end-to-end turns/s over HTTP with the session store on (`lmdb`, `fsync`)
- * versus off (ephemeral), and `lmdb` + `relaxed` as a third row — same run, same load.
+ * versus off (ephemeral), `lmdb` + `relaxed` as a third row, and PostgreSQL (a fresh database on
+ * the local server, `synchronous_commit` on) as a fourth, against `lmdb` + `fsync` (issue 16:
+ * ≥ 0.5×) — same run, same load. bench/pg-driver measures the commit statement alone.
  *
  * autocannon drives `POST /v1/sessions/{id}/turns` (offline:echo provider: no network, no
  * model time), one session per connection (one turn per session at a time), pipelining 1,
@@ -21,6 +23,7 @@ import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { meanLoad, runLoad, statusCodes, type Load } from './lib/load.js'
 import { isMain, median, metric, target, type BenchResult } from './lib/types.js'
+import { tempDatabase } from '../test/helpers/pg.js'
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8)
@@ -30,12 +33,14 @@ const BODY = JSON.stringify({ input: 'hello' })
 const HEADERS = { 'content-type': 'application/json' }
 
 const TARGET_FSYNC_RATIO = 0.6
+const TARGET_PG_RATIO = 0.5
 
-/** The three configurations; the store switches are forced here (they are what is compared), memory and compaction stay off. */
+/** The four configurations; the store switches are forced here (they are what is compared), memory and compaction stay off. */
 const ROWS = [
   { key: 'ephemeral', label: 'ephemeral (BURROW_SESSION_STORE=off)', env: { BURROW_SESSION_STORE: 'off' } },
   { key: 'fsync', label: 'lmdb, fsync', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' } },
   { key: 'relaxed', label: 'lmdb, relaxed', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' } },
+  { key: 'postgres', label: 'postgres (synchronous_commit on)', env: { BURROW_SESSION_STORE: 'postgres' } },
 ] as const
 type RowKey = (typeof ROWS)[number]['key']
 
@@ -75,7 +80,7 @@ function perConnectionSession(sessions: string[]): (c: AutocannonClient) => void
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const log = (s: string) => console.log(`[turns-durable] ${s}`)
-  const runs = { ephemeral: [], fsync: [], relaxed: [] } as Record<RowKey, Load[]>
+  const runs = { ephemeral: [], fsync: [], relaxed: [], postgres: [] } as Record<RowKey, Load[]>
   const envs = {} as Record<RowKey, Record<string, string>>
   const storedAfter: Partial<Record<RowKey, number>> = {}
   const only = process.env.BENCH_ONLY
@@ -83,9 +88,20 @@ export async function run(): Promise<BenchResult> {
   for (let round = 0; round < ROUNDS; round++) {
     // The order rotates, so no configuration always runs first (or last) in a round.
     for (const row of rows.map((_, i) => rows[(i + round) % rows.length]!)) {
-      const env = { ...burrowEnv({}), ...row.env, BURROW_MEMORY_STORE: 'off', BURROW_COMPACTION: 'off' }
+      // PostgreSQL: a database of its own per run, dropped after.
+      const db = row.key === 'postgres' ? await tempDatabase(undefined, 'turns') : undefined
+      const env = {
+        ...burrowEnv({}),
+        ...row.env,
+        ...(db ? { BURROW_DATABASE_URL: db.url } : {}),
+        BURROW_MEMORY_STORE: 'off',
+        BURROW_COMPACTION: 'off',
+      }
       envs[row.key] = env
-      const server = await startServer('burrow', env)
+      const server = await startServer('burrow', env).catch(async (err: unknown) => {
+        await db?.drop()
+        throw err
+      })
       try {
         const [probe] = await createSessions(server.url, 1)
         const sample = await json(`${server.url}/v1/sessions/${probe}/turns`, { input: 'hello' })
@@ -114,24 +130,39 @@ export async function run(): Promise<BenchResult> {
         }
       } finally {
         await server.stop()
+        await db?.drop()
       }
     }
   }
 
   if (only) throw new Error(`BENCH_ONLY=${only}: diagnostic run, no result`)
-  const loads = { ephemeral: meanLoad(runs.ephemeral), fsync: meanLoad(runs.fsync), relaxed: meanLoad(runs.relaxed) }
+  const loads = {
+    ephemeral: meanLoad(runs.ephemeral),
+    fsync: meanLoad(runs.fsync),
+    relaxed: meanLoad(runs.relaxed),
+    postgres: meanLoad(runs.postgres),
+  }
   const e = loads.ephemeral
   const f = loads.fsync
   const r = loads.relaxed
-  const perRound = (k: RowKey) => runs[k].map((l, i) => l.reqPerSec / runs.ephemeral[i]!.reqPerSec)
+  const pg = loads.postgres
+  const perRound = (k: RowKey, base: RowKey = 'ephemeral') => runs[k].map((l, i) => l.reqPerSec / runs[base][i]!.reqPerSec)
   const bad = ROWS.reduce((n, row) => n + runs[row.key].reduce((m, l) => m + l.non2xx + l.errors, 0), 0)
   const targets = [
     target('lmdb fsync turns/s / ephemeral turns/s (median of per-round ratios)', median(perRound('fsync')), '>=', TARGET_FSYNC_RATIO, '×'),
+    target(
+      'postgres turns/s / lmdb fsync turns/s (median of per-round ratios)',
+      median(perRound('postgres', 'fsync')),
+      '>=',
+      TARGET_PG_RATIO,
+      '×',
+    ),
     target('non-2xx responses + errors (every configuration)', bad, '<=', 0, ''),
   ]
   const both = (name: string, pick: (l: Load) => number, unit: string) => [
     metric(`lmdb fsync: ${name}`, pick(f), unit, pick(e)),
     metric(`lmdb relaxed: ${name}`, pick(r), unit, pick(e)),
+    metric(`postgres vs lmdb fsync: ${name}`, pick(pg), unit, pick(f)),
   ]
   const metrics = [
     ...both('turns/s (mean of rounds)', (l) => l.reqPerSec, 'turns/s'),
@@ -157,11 +188,15 @@ export async function run(): Promise<BenchResult> {
         runs.relaxed.map((l) => l.reqPerSec),
         0,
       )}. Each round's ratio to that round's ephemeral run: fsync ${list(perRound('fsync'))}, ` +
-      `relaxed ${list(perRound('relaxed'))}; the target takes the median (fsync ${median(perRound('fsync')).toFixed(3)}×; the mean of rounds ` +
+      `relaxed ${list(perRound('relaxed'))}; postgres ${list(
+        runs.postgres.map((l) => l.reqPerSec),
+        0,
+      )}, its ratio to that round's fsync run ${list(perRound('postgres', 'fsync'))}; the targets take the median (fsync ${median(perRound('fsync')).toFixed(3)}×; the mean of rounds ` +
       `${(f.reqPerSec / e.reqPerSec).toFixed(3)}×).`,
     `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column, means of rounds). ` +
       `fsync: ${((100 * f.reqPerSec) / e.reqPerSec).toFixed(0)} % of it; relaxed: ${((100 * r.reqPerSec) / e.reqPerSec).toFixed(0)} %.`,
-    `Status codes (all rounds) — ephemeral ${JSON.stringify(statusCodes(runs.ephemeral))}, fsync ${JSON.stringify(statusCodes(runs.fsync))}, relaxed ${JSON.stringify(statusCodes(runs.relaxed))}.`,
+    `Status codes (all rounds) — ephemeral ${JSON.stringify(statusCodes(runs.ephemeral))}, fsync ${JSON.stringify(statusCodes(runs.fsync))}, relaxed ${JSON.stringify(statusCodes(runs.relaxed))}, postgres ${JSON.stringify(statusCodes(runs.postgres))}.`,
+    `PostgreSQL (the server on this machine, \`synchronous_commit\` and fsync on): a turn takes the session's lease, commits twice (one statement each: its events and the whole snapshot, with the fencing check) and releases the lease; commits of the sessions run in parallel on the pool (\`BURROW_PG_POOL_SIZE\` ${envs.postgres?.BURROW_PG_POOL_SIZE ?? '10, the default'}), and PostgreSQL's group commit shares the WAL flushes. The database runs on the same two cores as the server and autocannon.`,
     `Turns/s first → last second of the last round's measured run: ephemeral ${secs(runs.ephemeral.at(-1)!)}, fsync ${secs(runs.fsync.at(-1)!)}, ` +
       `relaxed ${secs(runs.relaxed.at(-1)!)}; ≈ ${(f.total / CONNECTIONS).toFixed(0)} turns per session by the end of an fsync run.`,
     'A turn hands its events to the store as they happen and does not wait for them (LmdbBatchWriter): the store writes every session ' +
@@ -172,21 +207,22 @@ export async function run(): Promise<BenchResult> {
     `Server CPU time per turn (CPU share / turns per second): ephemeral ${((e.serverCpu * 1e6) / e.reqPerSec).toFixed(0)} µs, ` +
       `fsync ${((f.serverCpu * 1e6) / f.reqPerSec).toFixed(0)} µs, relaxed ${((r.serverCpu * 1e6) / r.reqPerSec).toFixed(0)} µs` +
       (ROWS.every((row) => loads[row.key].serverCpu >= 0.95)
-        ? ' — the server kept at least one core busy in all three, so throughput is roughly the inverse of this cost; bench/store-append ' +
+        ? ' — the server kept at least one core busy in every configuration, so throughput is roughly the inverse of this cost; bench/store-append ' +
           'measures what the commits cost in the store alone.'
         : '.'),
     `Server CPU (CPU time / wall time of the server process): ephemeral ${(e.serverCpu * 100).toFixed(0)} %, fsync ${(f.serverCpu * 100).toFixed(0)} %, ` +
       `relaxed ${(r.serverCpu * 100).toFixed(0)} % — below ~95 % the server was waiting (on the disk, or on the load generator).`,
-    `Stored seq of the first measured session read back after the last round's run: fsync ${storedAfter.fsync ?? 'n/a'}, relaxed ${storedAfter.relaxed ?? 'n/a'}.`,
+    `Stored seq of the first measured session read back after the last round's run: fsync ${storedAfter.fsync ?? 'n/a'}, relaxed ${storedAfter.relaxed ?? 'n/a'}, postgres ${storedAfter.postgres ?? 'n/a'}.`,
   ]
   return {
     name: 'turns-durable',
-    title: 'Durable turns: session store on (fsync / relaxed) vs. ephemeral',
+    title: 'Durable turns: session store on (LMDB fsync / relaxed, PostgreSQL) vs. ephemeral',
     description: [
       'autocannon (programmatic, one process) against `POST /v1/sessions/{id}/turns` with `{"input":"hello"}` on the `offline:echo`',
       'provider, one session per connection, pipelining 1 — the turn-overhead approach — once per configuration, each alone in a',
       'child process with a fresh data directory: `BURROW_SESSION_STORE=off` (ephemeral, the baseline column), `lmdb` with',
-      '`BURROW_DURABILITY=fsync` (a commit resolves once flushed to disk), and `lmdb` with `relaxed`. Each configuration gets a warm-up',
+      '`BURROW_DURABILITY=fsync` (a commit resolves once flushed to disk), `lmdb` with `relaxed`, and `postgres` (a fresh database on the',
+      'local PostgreSQL per run, `synchronous_commit` on; compared with `lmdb` + `fsync`). Each configuration gets a warm-up',
       'run on other sessions, then the measured run on fresh sessions. The configurations run in rounds, the order rotated each round;',
       "the target is the median over the rounds of each round's fsync / ephemeral ratio, the other figures are means over the rounds.",
       "Latency is autocannon's per-request time (whole milliseconds).",
