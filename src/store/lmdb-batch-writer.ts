@@ -4,6 +4,7 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs, LmdbEnv } from './lmdb-env.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { applyWrites, json, purgeWrites, readKnown, sessionWrites, type Known, type Op } from './lmdb-layout.js'
+import { commitOrderError } from './commit-order.js'
 
 /** One session's writes waiting for the next batch: every event queued since the last batch, and the record after them. */
 interface Queued {
@@ -74,14 +75,8 @@ export class LmdbBatchWriter {
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
     const sid = snapshot.session_id
     const q = this.queued.get(sid)
-    let expected = (q ? q.events[q.events.length - 1]!.seq : (this.knownOf(sid)?.lastSeq ?? 0)) + 1
-    for (const e of events) {
-      if (e.session_id !== sid || e.seq !== expected)
-        return Promise.reject(new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`))
-      expected++
-    }
-    if (snapshot.last_seq !== expected - 1)
-      return Promise.reject(new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`))
+    const refused = commitOrderError(events, snapshot, (q ? q.events[q.events.length - 1]!.seq : (this.knownOf(sid)?.lastSeq ?? 0)) + 1)
+    if (refused) return Promise.reject(refused)
     if (q) {
       for (const e of events) q.events.push(e)
       q.snapshot = snapshot

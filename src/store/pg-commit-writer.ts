@@ -4,6 +4,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { isConnectionError } from './pg-pool.js'
+import { commitOrderError } from './commit-order.js'
 
 /** Commits of one session waiting for its write in flight to end: merged into the next write. */
 interface Queued {
@@ -72,14 +73,9 @@ export class PgCommitWriter {
     const sid = snapshot.session_id
     if (events.length === 0) return this.settledFor(sid)
     let lane = this.lanes.get(sid)
-    let expected = lane ? (lane.queued ? lane.queued.events[lane.queued.events.length - 1]!.seq : lane.last) + 1 : events[0]!.seq
-    for (const e of events) {
-      if (e.session_id !== sid || e.seq !== expected)
-        return Promise.reject(new Error(`commit out of order for ${sid}: expected seq ${expected}, got ${e.seq}`))
-      expected++
-    }
-    if (snapshot.last_seq !== expected - 1)
-      return Promise.reject(new Error(`snapshot of ${sid} is at seq ${snapshot.last_seq}, log at ${expected - 1}`))
+    const next = lane ? (lane.queued ? lane.queued.events[lane.queued.events.length - 1]!.seq : lane.last) + 1 : events[0]!.seq
+    const refused = commitOrderError(events, snapshot, next)
+    if (refused) return Promise.reject(refused)
     if (lane?.queued) {
       for (const e of events) lane.queued.events.push(e)
       lane.queued.snapshot = snapshot
