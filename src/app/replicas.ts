@@ -1,28 +1,36 @@
 import type { Logger } from '../core/logger.js'
 import type { EventHub } from '../session/event-hub.js'
 import type { LiveSessions } from '../session/live-sessions.js'
-import type { LocalSessionService } from '../session/local-session-service.js'
 import { RemoteInterrupt } from '../session/remote-interrupt.js'
 import { ReplicaFeed } from '../session/replica-feed.js'
+import type { ReplicaLink } from '../session/service-parts.js'
 import type { PgChangeFeed } from '../store/pg-change-feed.js'
 import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import type { Config } from './config.js'
+
+/** The replicas' link, made before the service (which it is a part of) and started once the service has recovered its sessions. */
+export interface Replicas {
+  readonly link: ReplicaLink
+  /** Starts listening to the other replicas (resolves after the first attempt; it goes on trying in the background). */
+  start(): Promise<void>
+  close(): Promise<void>
+}
 
 /**
  * Many replicas on one PostgreSQL database (docs/scaling.md): the change feed between them. Each
  * commit here is announced (NOTIFY) and so is each text delta; what other replicas announce is
  * read back from the log and published to subscribers here; interrupts reach the replica that runs
- * the turn. The replica is not ready while its listener connection is down.
+ * the turn (the service routes them through `link`), and the replica is not ready while its
+ * listener connection is down.
  */
-export async function connectReplicas(parts: {
+export async function linkReplicas(parts: {
   config: Config
   store: PgSessionRepository
   hub: EventHub
   sessions: LiveSessions
-  service: LocalSessionService
   logger: Logger
-}): Promise<{ close(): Promise<void> }> {
-  const { config, store, hub, sessions, service, logger } = parts
+}): Promise<Replicas> {
+  const { config, store, hub, sessions, logger } = parts
   const { PgChangeFeed } = await import('../store/pg-change-feed.js')
   const incoming = new ReplicaFeed(hub, store.events, (err, sessionId) =>
     logger.warn({ err, session_id: sessionId }, "another replica's events could not be read: its next commit catches up"),
@@ -50,14 +58,13 @@ export async function connectReplicas(parts: {
     }
   })
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
-  // Not ready without the listener: this replica's streams would miss the others' events.
-  const writable = store.writable.bind(store)
-  store.writable = () => writable() && feed.listening
   const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
-  const local = service.interrupt.bind(service)
-  service.interrupt = async (id, ctx) => remote.interrupt(id, service.authenticate(ctx), ctx, local)
-  await feed.start()
   return {
+    link: {
+      interrupt: (tenant, id, local) => remote.interrupt(tenant, id, local),
+      listening: () => feed.listening,
+    },
+    start: () => feed.start(),
     async close() {
       await feed.close()
       await incoming.idle()

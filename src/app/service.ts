@@ -24,7 +24,7 @@ import { NullSessionRepository } from '../store/null-session-repository.js'
 import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
 import { openPgMemoryStore, openPgSessionStore } from './pg-store.js'
-import { connectReplicas } from './replicas.js'
+import { linkReplicas } from './replicas.js'
 import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
 import { optional } from './optional-dependency.js'
@@ -135,6 +135,8 @@ async function build(
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
   const builtinTools = memory ? [memorySearchTool(memory), ...noteTools()] : []
   const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
+  const replicas = pgStore ? await linkReplicas({ config, store: pgStore, hub, sessions, logger: deps.logger }) : undefined
+  if (replicas) cleanup.push(() => replicas.close())
   const service = new LocalSessionService({
     repository,
     sessions,
@@ -151,6 +153,7 @@ async function build(
     }),
     compaction,
     memory: memory ? { store: memory, indexer } : undefined,
+    replicas: replicas?.link,
     auth: new Authenticator(config.apiKeys),
     providers: registry,
     telemetry: deps.telemetry,
@@ -172,10 +175,7 @@ async function build(
   if (!stored || !projector) return { service, ...parts }
 
   await sessions.recover()
-  if (pgStore) {
-    const replicas = await connectReplicas({ config, store: pgStore, hub, sessions, service, logger: deps.logger })
-    cleanup.push(() => replicas.close())
-  }
+  await replicas?.start()
   if (repository.leases) {
     // Another replica's turns: closed once their lease expired (that replica died), by whichever replica sweeps first.
     const recovery = setInterval(() => {

@@ -38,7 +38,7 @@ import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
 
 import type { LocalSessionServiceParts } from './service-parts.js'
 
-export type { LocalSessionServiceParts, MemoryPort, ServiceCapabilities } from './service-parts.js'
+export type { LocalSessionServiceParts, MemoryPort, ReplicaLink, ServiceCapabilities } from './service-parts.js'
 
 const archived = (id: string) => new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
 
@@ -108,7 +108,8 @@ export class LocalSessionService implements SessionService {
   readiness(): 'ready' | 'shutting_down' | 'store_unavailable' {
     if (this.shuttingDown) return 'shutting_down'
     // Asking the memory store is also what lets it probe its way back to healthy (it probes when asked).
-    return this.repo.writable() && (this.parts.memory?.store.healthy() ?? true) ? 'ready' : 'store_unavailable'
+    const healthy = this.repo.writable() && (this.parts.memory?.store.healthy() ?? true) && (this.parts.replicas?.listening() ?? true)
+    return healthy ? 'ready' : 'store_unavailable'
   }
 
   async shutdown(graceMs: number): Promise<void> {
@@ -205,7 +206,8 @@ export class LocalSessionService implements SessionService {
 
   async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
     const tenant = this.authenticate(ctx)
-    return this.turns.interrupt(tenant, id)
+    const local = () => this.turns.interrupt(tenant, id)
+    return this.parts.replicas ? this.parts.replicas.interrupt(tenant, id, local) : local()
   }
 
   async compact(id: string, ctx: CallContext): Promise<CompactionOutcome> {

@@ -1,5 +1,4 @@
 import { BurrowError } from '../core/errors.js'
-import type { CallContext } from '../core/session-service.js'
 import type { InterruptResult } from '../core/wire.js'
 import type { LiveSessions } from './live-sessions.js'
 import type { Turn } from './turn.js'
@@ -16,8 +15,8 @@ const FIND_MS = 1_000
 const END_MS = 30_000
 
 /**
- * Interrupts across replicas, put in front of the local service's `interrupt` by app/ (the
- * service itself knows only its own process). A turn running here is interrupted here. Otherwise,
+ * Interrupts across replicas: the service routes its `interrupt` through this (its
+ * `ReplicaLink`, wired by app/) when sessions are on PostgreSQL. A turn running here is interrupted here. Otherwise,
  * when the store says the session's turn is running, the request goes to the replicas; the one
  * running it interrupts it and answers once it has ended, and the caller gets what one node would
  * answer: `{ interrupted: true, turn }`. When no replica answers (none runs it: its replica died),
@@ -36,20 +35,15 @@ export class RemoteInterrupt {
   }
 
   /** The routed interrupt: `local` is the service's own, `tenant` the caller's (authenticated). */
-  async interrupt(
-    id: string,
-    tenant: string,
-    ctx: CallContext,
-    local: (id: string, ctx: CallContext) => Promise<InterruptResult>,
-  ): Promise<InterruptResult> {
-    if (this.runningHere(tenant, id)) return local(id, ctx)
+  async interrupt(tenant: string, id: string, local: () => Promise<InterruptResult>): Promise<InterruptResult> {
+    if (this.runningHere(tenant, id)) return local()
     let turn: number | null = null
     try {
       if (await this.runningInStore(tenant, id)) turn = await this.bus.interrupt(tenant, id, FIND_MS, END_MS)
     } catch {
       // The database cannot be asked: the local service answers (STORE_UNAVAILABLE when it needs the store too).
     }
-    if (turn === null) return local(id, ctx)
+    if (turn === null) return local()
     return { session_id: id, interrupted: true, turn }
   }
 

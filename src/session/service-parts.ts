@@ -3,6 +3,7 @@ import type { Logger } from '../core/logger.js'
 import type { MemoryStore } from '../core/memory-store.js'
 import type { EffectiveCompaction } from '../core/session-record.js'
 import type { SessionRepository } from '../core/stores.js'
+import type { InterruptResult } from '../core/wire.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { Authenticator } from './authenticator.js'
 import type { CompactionController } from './compaction-controller.js'
@@ -23,6 +24,17 @@ export interface MemoryPort {
   readonly indexer?: { onIndexed(listener: (tenant: string, sessionId: string, entries: number) => Promise<void>): void } | undefined
 }
 
+/**
+ * The other replicas on the same store (PostgreSQL): an interrupt reaches the replica running the
+ * turn, and this one is not ready while it cannot hear them.
+ */
+export interface ReplicaLink {
+  /** The caller's interrupt, routed: `local` is this process's own (it answers from the stored state when no replica runs the turn). */
+  interrupt(tenant: string, sessionId: string, local: () => Promise<InterruptResult>): Promise<InterruptResult>
+  /** False while the other replicas' commits cannot be heard here (this replica's streams would miss them). */
+  listening(): boolean
+}
+
 /** The parts a LocalSessionService is made of; `app/` wires them. */
 export interface LocalSessionServiceParts {
   /** Where sessions are kept: LMDB, PostgreSQL, or the null repository (ephemeral mode). */
@@ -35,6 +47,8 @@ export interface LocalSessionServiceParts {
   compaction?: CompactionController | undefined
   /** Present when the `memory-store` capability is on. */
   memory?: MemoryPort | undefined
+  /** Present when sessions are on PostgreSQL, where other replicas may serve them too. */
+  replicas?: ReplicaLink | undefined
   auth: Authenticator
   providers: ProviderRegistry
   telemetry: Telemetry
