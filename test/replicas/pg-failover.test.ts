@@ -4,42 +4,17 @@
 // recovery does; a paused turn survives and is answered on the other replica; nothing
 // acknowledged is lost, the logs stay gapless and the histories valid.
 import t from 'tap'
-import pg from 'pg'
 import { checkHistory } from '../../src/core/messages.js'
-import { spawnServer, stopServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually } from '../helpers/harness.js'
-import { tempDatabase } from '../helpers/pg.js'
-import { tempDir } from '../helpers/temp-dir.js'
-import { storedLog } from './replicas.js'
+import { storedLog, twoReplicas } from './replicas.js'
 
 const LEASE_MS = 2000
 
 t.test('kill -9 of a replica mid-turn: the other recovers its sessions within the lease, nothing acknowledged lost', async (t) => {
   const fake = await startFakeLlm({ openaiKey: 'k' })
-  const database = await tempDatabase(t, 'failover')
-  const env = (name: string, dir: string) => ({
-    BURROW_SESSION_STORE: 'postgres',
-    BURROW_DATABASE_URL: database.url,
-    BURROW_PG_POOL_SIZE: '3',
-    BURROW_MEMORY_STORE: 'off',
-    BURROW_DATA_DIR: dir,
-    BURROW_REPLICA_ID: name,
-    BURROW_LEASE_MS: String(LEASE_MS),
-    OPENAI_API_KEY: 'k',
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-    LOG_LEVEL: 'info',
-  })
-  const a = await spawnServer(env('replica-a', await tempDir(t, 'failover-a')))
-  const b = await spawnServer(env('replica-b', await tempDir(t, 'failover-b')))
-  const db = new pg.Client({ connectionString: database.url })
-  await db.connect()
-  t.teardown(async () => {
-    a.child.kill('SIGKILL')
-    await stopServer(b)
-    await db.end()
-    await fake.close()
-  })
+  const { a, b, db } = await twoReplicas(t, { prefix: 'failover', leaseMs: LEASE_MS, llmUrl: fake.url })
+  t.teardown(() => fake.close())
   const A = new Api(a.url)
   const B = new Api(b.url)
   const model = 'openai:gpt-4o-mini'

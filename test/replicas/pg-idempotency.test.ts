@@ -3,34 +3,16 @@
 // result, and the model runs once (counted at a fake provider); a retry still waiting after the
 // bound (three lease durations) answers 409 SESSION_BUSY, and later gets the result.
 import t from 'tap'
-import { spawnServer, stopServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually } from '../helpers/harness.js'
-import { tempDatabase } from '../helpers/pg.js'
-import { tempDir } from '../helpers/temp-dir.js'
+import { twoReplicas } from './replicas.js'
 
 const LEASE_MS = 1000
 
 t.test('a retry on another replica returns the first result; the model runs once', async (t) => {
   const fake = await startFakeLlm({ openaiKey: 'k' })
-  const database = await tempDatabase(t, 'idem')
-  const env = (name: string, dir: string) => ({
-    BURROW_SESSION_STORE: 'postgres',
-    BURROW_DATABASE_URL: database.url,
-    BURROW_PG_POOL_SIZE: '3',
-    BURROW_MEMORY_STORE: 'off',
-    BURROW_DATA_DIR: dir,
-    BURROW_REPLICA_ID: name,
-    BURROW_LEASE_MS: String(LEASE_MS),
-    OPENAI_API_KEY: 'k',
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-  })
-  const a = await spawnServer(env('replica-a', await tempDir(t, 'idem-a')))
-  const b = await spawnServer(env('replica-b', await tempDir(t, 'idem-b')))
-  t.teardown(async () => {
-    await Promise.all([stopServer(a), stopServer(b)])
-    await fake.close()
-  })
+  const { a, b } = await twoReplicas(t, { prefix: 'idem', leaseMs: LEASE_MS, llmUrl: fake.url })
+  t.teardown(() => fake.close())
   const A = new Api(a.url)
   const B = new Api(b.url)
   const key = (k: string) => ({ headers: { 'idempotency-key': k } })

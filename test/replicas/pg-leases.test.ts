@@ -2,49 +2,17 @@
 // them (SESSION_BUSY from the other replica), a replica's cached session revalidated against the
 // log before a turn, and fencing — a replica frozen (SIGSTOP) past its lease loses the session to
 // the other, and what it tries to commit when it wakes is refused, the log staying consistent.
-import t, { type Test } from 'tap'
-import pg from 'pg'
+import t from 'tap'
 import { checkHistory } from '../../src/core/messages.js'
-import { spawnServer, stopServer, type ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually, sleep } from '../helpers/harness.js'
-import { tempDatabase } from '../helpers/pg.js'
-import { tempDir } from '../helpers/temp-dir.js'
-import { storedLog } from './replicas.js'
+import { storedLog, twoReplicas } from './replicas.js'
 
 const fake = await startFakeLlm({ openaiKey: 'k' })
 t.teardown(() => fake.close())
 
-async function replicas(t: Test, leaseMs: number): Promise<{ a: ChildServer; b: ChildServer; db: pg.Client }> {
-  const database = await tempDatabase(t, 'leases')
-  const env = (name: string, dir: string) => ({
-    BURROW_SESSION_STORE: 'postgres',
-    BURROW_DATABASE_URL: database.url,
-    BURROW_PG_POOL_SIZE: '3',
-    BURROW_MEMORY_STORE: 'off',
-    BURROW_DATA_DIR: dir,
-    BURROW_REPLICA_ID: name,
-    BURROW_LEASE_MS: String(leaseMs),
-    OPENAI_API_KEY: 'k',
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-    LOG_LEVEL: 'info',
-  })
-  const a = await spawnServer(env('replica-a', await tempDir(t, 'leases-a')))
-  const b = await spawnServer(env('replica-b', await tempDir(t, 'leases-b')))
-  const db = new pg.Client({ connectionString: database.url })
-  await db.connect()
-  t.teardown(async () => {
-    for (const s of [a, b]) {
-      if (s.child.signalCode === null && s.child.exitCode === null) s.child.kill('SIGCONT')
-      await stopServer(s)
-    }
-    await db.end()
-  })
-  return { a, b, db }
-}
-
 t.test('one turn at a time per session across replicas; a turn sees what another replica committed', async (t) => {
-  const { a, b, db } = await replicas(t, 3000)
+  const { a, b, db } = await twoReplicas(t, { prefix: 'leases', leaseMs: 3000, llmUrl: fake.url })
   const A = new Api(a.url)
   const B = new Api(b.url)
   const id = await A.createSession({ model: 'openai:gpt-4o-mini' })
@@ -83,7 +51,7 @@ t.test('one turn at a time per session across replicas; a turn sees what another
 })
 
 t.test('a replica frozen past its lease loses the session: its commits are refused, the log stays consistent', async (t) => {
-  const { a, b, db } = await replicas(t, 1000)
+  const { a, b, db } = await twoReplicas(t, { prefix: 'leases', leaseMs: 1000, llmUrl: fake.url })
   const A = new Api(a.url)
   const B = new Api(b.url)
   const id = await A.createSession({ model: 'openai:gpt-4o-mini' })
