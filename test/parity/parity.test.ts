@@ -2,6 +2,8 @@
 // REST (JSON and SSE), JSON-RPC (HTTP, stdio, and `burrow rpc`), MCP over HTTP and the CLI
 // gives the same results and the same codes, and compaction events reach every surface
 // that streams — plus every session's SSE event stream, read with the `eventsource` client.
+// Build G (issue 16) is F with sessions and memory on PostgreSQL: besides agreeing across its
+// own surfaces, it must answer every step as F did on LMDB and HNSW.
 import t, { type Test } from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -11,8 +13,9 @@ import { ERROR_TABLE } from '../../src/core/errors.js'
 import { EVENT_TYPES, type EventEnvelope } from '../../src/core/events.js'
 import { closeHarness } from '../client/close.js'
 import { eventually, startBurrow, type Harness } from '../helpers/harness.js'
+import { tempDatabase, type TempDatabase } from '../helpers/pg.js'
 import { cliRpcSurface, cliSurface, type CliSurface } from './cli-surface.js'
-import { agree, COMPACTION_TYPES, norm, type Outcome, type TurnOutcome } from './outcome.js'
+import { COMPACTION_TYPES, norm, Transcript, type Outcome, type TurnOutcome } from './outcome.js'
 import { mcpSurface, restSurface, rpcHttpSurface, rpcStdioInProcess, type Opened, type Surface } from './surfaces.js'
 
 interface Build {
@@ -21,18 +24,27 @@ interface Build {
   store: boolean
   memory: boolean
   compaction: boolean
+  /** Sessions and memory in PostgreSQL (a database of the build's own) instead of LMDB and HNSW. */
+  postgres: boolean
+  /** The embedded build this one must answer exactly as, step by step. */
+  twin?: string
 }
-const build = (name: string, store: boolean, memory: boolean, compaction: boolean): Build => ({
+const build = (name: string, store: boolean, memory: boolean, compaction: boolean, on?: { postgres: true; twin: string }): Build => ({
   name,
   store,
   memory,
   compaction,
+  postgres: on?.postgres ?? false,
+  ...(on ? { twin: on.twin } : {}),
   env: {
-    BURROW_SESSION_STORE: store ? 'lmdb' : 'off',
-    BURROW_MEMORY_STORE: memory ? 'hnsw' : 'off',
+    BURROW_SESSION_STORE: store ? (on ? 'postgres' : 'lmdb') : 'off',
+    BURROW_MEMORY_STORE: memory ? (on ? 'postgres' : 'hnsw') : 'off',
     BURROW_COMPACTION: compaction ? 'on' : 'off',
   },
 })
+// One PostgreSQL build, the twin of F: F is the only build that runs every step (turns that
+// compact into memory, memory search and management, the in-process CLI), so one build covers
+// both stores at the cost of one more build rather than three.
 const BUILDS = [
   build('A', false, false, false),
   build('B', true, false, false),
@@ -40,7 +52,10 @@ const BUILDS = [
   build('D', false, false, true),
   build('E', true, true, false),
   build('F', true, true, true),
+  build('G', true, true, true, { postgres: true, twin: 'F' }),
 ]
+/** Each build's transcript, for its PostgreSQL twin to compare with. */
+const TRANSCRIPTS = new Map<string, Transcript>()
 
 // With offline:echo these compact from turn 4 on without memory (from turn 3 with its longer
 // system prompt; turn 2 then starts a compaction that finds nothing to discard).
@@ -104,8 +119,12 @@ async function openSurfaces(h: Harness): Promise<{ surfaces: Surface[]; cli: Cli
 }
 
 for (const b of BUILDS) {
-  t.test(`build ${b.name} (store ${b.store}, memory ${b.memory}, compaction ${b.compaction}): every surface agrees`, async (t) => {
-    const h = await startBurrow(b.env)
+  const on = b.postgres ? ' on PostgreSQL' : ''
+  t.test(`build ${b.name} (store ${b.store}, memory ${b.memory}, compaction ${b.compaction}${on}): every surface agrees`, async (t) => {
+    // Dropped at teardown after the server has closed (tap runs teardowns last registered first).
+    const db: TempDatabase | null = b.postgres ? await tempDatabase(t, 'parity') : null
+    const env = db ? { ...b.env, BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4' } : b.env
+    const h = await startBurrow(env)
     const { surfaces, cli } = await openSurfaces(h)
     const observers = new Map<string, ReturnType<typeof observe>>()
     t.teardown(async () => {
@@ -113,6 +132,9 @@ for (const b of BUILDS) {
       await Promise.all(surfaces.map((s) => s.close()))
       await closeHarness(h)
     })
+    const transcript = new Transcript()
+    TRANSCRIPTS.set(b.name, transcript)
+    const { agree } = transcript
     const ids = new Map<string, string>()
     const turns = new Map<string, TurnOutcome[]>(surfaces.map((s) => [s.name, []]))
     const seqs = !b.memory
@@ -241,6 +263,7 @@ for (const b of BUILDS) {
           `the session streams show compactions: ${compactionLog(refObs.events).join(' ')}`,
         )
       else t.same(compactionLog(refObs.events), [], 'no compaction without the capability')
+      transcript.note(t, `the event stream of ${refName}'s session`, compactionLog(refObs.events))
       if (b.memory && b.compaction) {
         // Memory indexing is asynchronous: results below are compared once it has settled.
         await eventually(
@@ -369,7 +392,7 @@ for (const b of BUILDS) {
       await t.test('the CLI in-process on a data dir answers as over --url', async (t) => {
         const dataDir = await mkdtemp(join(tmpdir(), 'burrow-parity-cli-'))
         t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-        const local = cliSurface({ dataDir, env: { ...b.env, LOG_LEVEL: 'silent' } }, 'cli-local')
+        const local = cliSurface({ dataDir, env: { ...env, LOG_LEVEL: 'silent' } }, 'cli-local')
         const opened = await local.open({ ...BASE, compaction: COMPACTION, memory: true }, INPUTS[0]!)
         const id = opened.id!
         const mine: TurnOutcome[] = [opened.first!]
@@ -423,5 +446,21 @@ for (const b of BUILDS) {
       })
       await eventually(() => [...observers.values()].every((o) => o.events.some((e) => e.type === 'session_archived')), 5000)
     })
+
+    if (b.twin) {
+      await t.test(`every step answers as build ${b.twin}`, async (t) => {
+        const twin = TRANSCRIPTS.get(b.twin!)
+        if (!twin) return t.fail(`build ${b.twin} did not run before ${b.name}: nothing to compare with`)
+        const steps = transcript.steps.map(([step]) => step)
+        t.same(
+          steps,
+          twin.steps.map(([step]) => step),
+          'the same steps, in the same order',
+        )
+        t.equal(new Set(steps).size, steps.length, 'each step is named once')
+        const theirs = new Map(twin.steps)
+        for (const [step, answer] of transcript.steps) t.same(answer, theirs.get(step), step)
+      })
+    }
   })
 }
