@@ -316,6 +316,37 @@ for (const b of BUILDS) {
       agree(t, 'memory search with limit 0', await each(surfaces, (s) => s.search({ q: 'x', limit: 0 })), { code: 'INVALID_REQUEST' })
     })
 
+    await t.test('idempotency: a retry answers as the first; another request under its key conflicts', async (t) => {
+      const keyed = surfaces.filter((s) => s.keyed)
+      const key = (s: Surface, what: string) => `parity-${b.name}-${s.name}-${what}`
+      const created = await each(keyed, (s) => s.keyed!.create(BASE, key(s, 'create')))
+      agree(t, 'create under a key', created, { normalise: norm.created })
+      const again = await each(keyed, (s) => s.keyed!.create(BASE, key(s, 'create')))
+      agree(t, 'the create retried', again, { normalise: norm.created })
+      for (const [i, [name, o]] of again.entries()) t.same(o, created[i]![1], `${name}: the retried create answers the first's session`)
+      agree(
+        t,
+        'another create under the key',
+        await each(keyed, (s) => s.keyed!.create({ ...BASE, system_prompt: 'Other.' }, key(s, 'create'))),
+        { code: 'IDEMPOTENCY_CONFLICT' },
+      )
+      const id = (s: Surface) => {
+        const o = created.find(([name]) => name === s.name)![1]
+        return o.ok ? (o.value.session_id as string) : UNKNOWN
+      }
+      const first = await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[0]!, key(s, 'turn')))
+      t.match(agree(t, 'turn under a key', first, { normalise: norm.turn(seqs) }), { turn: 1, output_text: `echo: ${INPUTS[0]}` })
+      const retried = await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[0]!, key(s, 'turn')))
+      agree(t, 'the turn retried', retried, { normalise: norm.turn(seqs) })
+      for (const [i, [name, o]] of retried.entries()) t.same(o, first[i]![1], `${name}: the retried turn answers the first`)
+      agree(t, 'another turn under the key', await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[1]!, key(s, 'turn'))), {
+        code: 'IDEMPOTENCY_CONFLICT',
+      })
+      // The retry ran nothing: the next turn is the session's second.
+      const next = await each(keyed, async (s) => (await s.turn(id(s), INPUTS[1]!)).outcome)
+      t.match(agree(t, 'the next turn', next, { normalise: norm.turn(seqs) }), { turn: 2, output_text: `echo: ${INPUTS[1]}` })
+    })
+
     await t.test('memory search', async (t) => {
       if (!b.memory) {
         agree(t, 'memory search', await each(surfaces, (s) => s.search({ q: 'lighthouse keeper' })), { code: 'MEMORY_STORE_DISABLED' })
