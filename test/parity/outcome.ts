@@ -61,6 +61,8 @@ export const norm = {
   view: (seqs: boolean) => (v: any) =>
     omit(v, seqs ? ['session_id', 'created_at', 'updated_at'] : ['session_id', 'created_at', 'updated_at', 'last_seq']),
   archived: (v: any) => omit(v, ['session_id']),
+  /** A turn paused on client tools: each session's tool call ids are its own. */
+  paused: (v: any) => ({ ...omit(v, ['session_id']), tool_calls: (v?.tool_calls ?? []).map((c: any) => omit(c, ['id'])) }),
   hits: (v: any) => ({ results: (v?.results ?? []).map((h: any) => omit(h, ['id', 'session_id', 'seq'])) }),
   same: (v: any) => v,
 }

@@ -71,6 +71,8 @@ const INPUTS = [
 const RESUME = 'Foxtrot: carry on.'
 const SEED = 'Parity beacon: the lighthouse keeper is called Ingrid.'
 const UNKNOWN = '01900000-0000-7000-8000-000000000000'
+const CALL = '/tool lookup {"q":1}' // offline:echo calls the client tool `lookup` and the turn pauses
+const pausedId = (opened: Array<[string, Opened]>, s: Surface) => opened.find(([name]) => name === s.name)?.[1].id ?? UNKNOWN
 const PERSISTENCE_OFF = 'SESSION_PERSISTENCE_DISABLED'
 
 async function each<T>(surfaces: Surface[], fn: (s: Surface) => Promise<T>): Promise<Array<[string, T]>> {
@@ -345,6 +347,27 @@ for (const b of BUILDS) {
       // The retry ran nothing: the next turn is the session's second.
       const next = await each(keyed, async (s) => (await s.turn(id(s), INPUTS[1]!)).outcome)
       t.match(agree(t, 'the next turn', next, { normalise: norm.turn(seqs) }), { turn: 2, output_text: `echo: ${INPUTS[1]}` })
+    })
+
+    await t.test('session busy: a turn while one waits for tool results', async (t) => {
+      const live = surfaces.filter((s) => s !== cli) // the CLI's `run` declares no tools
+      const paused = await each(live, (s) => s.open({ ...BASE, tools: [{ name: 'lookup', input_schema: { type: 'object' } }] }, CALL))
+      t.match(
+        agree(
+          t,
+          'a turn that calls a client tool',
+          paused.map(([n, o]) => [n, opening(o)]),
+          { normalise: norm.paused },
+        ),
+        {
+          turn: 1,
+          status: 'requires_action',
+          tool_calls: [{ name: 'lookup', input: { q: 1 } }],
+        },
+      )
+      agree(t, 'another turn meanwhile', await each(live, async (s) => (await s.turn(pausedId(paused, s), 'hi')).outcome), {
+        code: 'SESSION_BUSY',
+      })
     })
 
     await t.test('memory search', async (t) => {
