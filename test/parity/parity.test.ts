@@ -1,7 +1,8 @@
 // Surface parity (issue 6): in each capability build A–F (docs/surfaces.md) the same scenario over
 // REST (JSON and SSE), JSON-RPC (HTTP, stdio, and `burrow rpc`), MCP over HTTP and the CLI
 // gives the same results and the same codes, and compaction events reach every surface
-// that streams — plus every session's SSE event stream, read with the `eventsource` client.
+// that streams — plus every session's SSE event stream, read with the `eventsource` client —
+// and idempotency replay and conflict, and SESSION_BUSY, on every surface that can express them.
 // Build G (issue 16) is F with sessions and memory on PostgreSQL: besides agreeing across its
 // own surfaces, it must answer every step as F did on LMDB and HNSW.
 import t, { type Test } from 'tap'
