@@ -61,6 +61,8 @@ export const norm = {
   view: (seqs: boolean) => (v: any) =>
     omit(v, seqs ? ['session_id', 'created_at', 'updated_at'] : ['session_id', 'created_at', 'updated_at', 'last_seq']),
   archived: (v: any) => omit(v, ['session_id']),
+  /** A turn paused on client tools: each session's tool call ids are its own. */
+  paused: (v: any) => ({ ...omit(v, ['session_id']), tool_calls: (v?.tool_calls ?? []).map((c: any) => omit(c, ['id'])) }),
   hits: (v: any) => ({ results: (v?.results ?? []).map((h: any) => omit(h, ['id', 'session_id', 'seq'])) }),
   same: (v: any) => v,
 }
@@ -109,4 +111,43 @@ export function agree(t: Test, label: string, results: Array<[string, Outcome]>,
     t.same(mine, expected, `${label}: ${name} answers as ${refName}`)
   }
   return refShape.ok ? refShape.value : undefined
+}
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
+
+/**
+ * Between two builds every id differs (sessions and memory entries are each build's own), and so
+ * do timestamps and the opaque list cursors built from them: those become placeholders. Nothing
+ * else is dropped, so what a store decides — codes, messages, counts, order, text, scores — stays.
+ */
+export function acrossBuilds(v: any): any {
+  if (typeof v === 'string') return ISO_TIME.test(v) ? '<time>' : scrubIds(v)
+  if (Array.isArray(v)) return v.map(acrossBuilds)
+  if (v === null || typeof v !== 'object') return v
+  return Object.fromEntries(
+    Object.entries(v).map(([k, x]) => [k, k.endsWith('cursor') && typeof x === 'string' ? '<cursor>' : acrossBuilds(x)]),
+  )
+}
+
+/**
+ * What one build answered, step by step: the reference surface's outcome of every `agree`, in
+ * the shape `agree` compares surfaces in. Two builds that must answer alike (the same
+ * capabilities on another store) compare their transcripts through `acrossBuilds`.
+ */
+export class Transcript {
+  readonly steps: Array<[string, unknown]> = []
+
+  agree = (t: Test, label: string, results: Array<[string, Outcome]>, opts: AgreeOptions = {}): any => {
+    const first = results[0]
+    if (first) {
+      const compareMessages = opts.code !== 'INVALID_REQUEST'
+      this.steps.push([`${t.name}: ${label}`, acrossBuilds(shape(first[1], opts.normalise ?? norm.same, compareMessages))])
+    }
+    return agree(t, label, results, opts)
+  }
+
+  /** Records a value a step observed outside `agree` (one for the build as a whole). */
+  note(t: Test, label: string, value: unknown): void {
+    this.steps.push([`${t.name}: ${label}`, acrossBuilds(value)])
+  }
 }

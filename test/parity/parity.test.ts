@@ -1,7 +1,10 @@
 // Surface parity (issue 6): in each capability build A–F (docs/surfaces.md) the same scenario over
 // REST (JSON and SSE), JSON-RPC (HTTP, stdio, and `burrow rpc`), MCP over HTTP and the CLI
 // gives the same results and the same codes, and compaction events reach every surface
-// that streams — plus every session's SSE event stream, read with the `eventsource` client.
+// that streams — plus every session's SSE event stream, read with the `eventsource` client —
+// and idempotency replay and conflict, and SESSION_BUSY, on every surface that can express them.
+// Build G (issue 16) is F with sessions and memory on PostgreSQL: besides agreeing across its
+// own surfaces, it must answer every step as F did on LMDB and HNSW.
 import t, { type Test } from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -11,8 +14,9 @@ import { ERROR_TABLE } from '../../src/core/errors.js'
 import { EVENT_TYPES, type EventEnvelope } from '../../src/core/events.js'
 import { closeHarness } from '../client/close.js'
 import { eventually, startBurrow, type Harness } from '../helpers/harness.js'
+import { tempDatabase, type TempDatabase } from '../helpers/pg.js'
 import { cliRpcSurface, cliSurface, type CliSurface } from './cli-surface.js'
-import { agree, COMPACTION_TYPES, norm, type Outcome, type TurnOutcome } from './outcome.js'
+import { COMPACTION_TYPES, norm, Transcript, type Outcome, type TurnOutcome } from './outcome.js'
 import { mcpSurface, restSurface, rpcHttpSurface, rpcStdioInProcess, type Opened, type Surface } from './surfaces.js'
 
 interface Build {
@@ -21,18 +25,27 @@ interface Build {
   store: boolean
   memory: boolean
   compaction: boolean
+  /** Sessions and memory in PostgreSQL (a database of the build's own) instead of LMDB and HNSW. */
+  postgres: boolean
+  /** The embedded build this one must answer exactly as, step by step. */
+  twin?: string
 }
-const build = (name: string, store: boolean, memory: boolean, compaction: boolean): Build => ({
+const build = (name: string, store: boolean, memory: boolean, compaction: boolean, on?: { postgres: true; twin: string }): Build => ({
   name,
   store,
   memory,
   compaction,
+  postgres: on?.postgres ?? false,
+  ...(on ? { twin: on.twin } : {}),
   env: {
-    BURROW_SESSION_STORE: store ? 'lmdb' : 'off',
-    BURROW_MEMORY_STORE: memory ? 'hnsw' : 'off',
+    BURROW_SESSION_STORE: store ? (on ? 'postgres' : 'lmdb') : 'off',
+    BURROW_MEMORY_STORE: memory ? (on ? 'postgres' : 'hnsw') : 'off',
     BURROW_COMPACTION: compaction ? 'on' : 'off',
   },
 })
+// One PostgreSQL build, the twin of F: F is the only build that runs every step (turns that
+// compact into memory, memory search and management, the in-process CLI), so one build covers
+// both stores at the cost of one more build rather than three.
 const BUILDS = [
   build('A', false, false, false),
   build('B', true, false, false),
@@ -40,7 +53,10 @@ const BUILDS = [
   build('D', false, false, true),
   build('E', true, true, false),
   build('F', true, true, true),
+  build('G', true, true, true, { postgres: true, twin: 'F' }),
 ]
+/** Each build's transcript, for its PostgreSQL twin to compare with. */
+const TRANSCRIPTS = new Map<string, Transcript>()
 
 // With offline:echo these compact from turn 4 on without memory (from turn 3 with its longer
 // system prompt; turn 2 then starts a compaction that finds nothing to discard).
@@ -56,6 +72,8 @@ const INPUTS = [
 const RESUME = 'Foxtrot: carry on.'
 const SEED = 'Parity beacon: the lighthouse keeper is called Ingrid.'
 const UNKNOWN = '01900000-0000-7000-8000-000000000000'
+const CALL = '/tool lookup {"q":1}' // offline:echo calls the client tool `lookup` and the turn pauses
+const pausedId = (opened: Array<[string, Opened]>, s: Surface) => opened.find(([name]) => name === s.name)?.[1].id ?? UNKNOWN
 const PERSISTENCE_OFF = 'SESSION_PERSISTENCE_DISABLED'
 
 async function each<T>(surfaces: Surface[], fn: (s: Surface) => Promise<T>): Promise<Array<[string, T]>> {
@@ -104,8 +122,12 @@ async function openSurfaces(h: Harness): Promise<{ surfaces: Surface[]; cli: Cli
 }
 
 for (const b of BUILDS) {
-  t.test(`build ${b.name} (store ${b.store}, memory ${b.memory}, compaction ${b.compaction}): every surface agrees`, async (t) => {
-    const h = await startBurrow(b.env)
+  const on = b.postgres ? ' on PostgreSQL' : ''
+  t.test(`build ${b.name} (store ${b.store}, memory ${b.memory}, compaction ${b.compaction}${on}): every surface agrees`, async (t) => {
+    // Dropped at teardown after the server has closed (tap runs teardowns last registered first).
+    const db: TempDatabase | null = b.postgres ? await tempDatabase(t, 'parity') : null
+    const env = db ? { ...b.env, BURROW_DATABASE_URL: db.url, BURROW_PG_POOL_SIZE: '4' } : b.env
+    const h = await startBurrow(env)
     const { surfaces, cli } = await openSurfaces(h)
     const observers = new Map<string, ReturnType<typeof observe>>()
     t.teardown(async () => {
@@ -113,6 +135,9 @@ for (const b of BUILDS) {
       await Promise.all(surfaces.map((s) => s.close()))
       await closeHarness(h)
     })
+    const transcript = new Transcript()
+    TRANSCRIPTS.set(b.name, transcript)
+    const { agree } = transcript
     const ids = new Map<string, string>()
     const turns = new Map<string, TurnOutcome[]>(surfaces.map((s) => [s.name, []]))
     const seqs = !b.memory
@@ -241,6 +266,7 @@ for (const b of BUILDS) {
           `the session streams show compactions: ${compactionLog(refObs.events).join(' ')}`,
         )
       else t.same(compactionLog(refObs.events), [], 'no compaction without the capability')
+      transcript.note(t, `the event stream of ${refName}'s session`, compactionLog(refObs.events))
       if (b.memory && b.compaction) {
         // Memory indexing is asynchronous: results below are compared once it has settled.
         await eventually(
@@ -291,6 +317,58 @@ for (const b of BUILDS) {
         code: 'INVALID_REQUEST',
       })
       agree(t, 'memory search with limit 0', await each(surfaces, (s) => s.search({ q: 'x', limit: 0 })), { code: 'INVALID_REQUEST' })
+    })
+
+    await t.test('idempotency: a retry answers as the first; another request under its key conflicts', async (t) => {
+      const keyed = surfaces.filter((s) => s.keyed)
+      const key = (s: Surface, what: string) => `parity-${b.name}-${s.name}-${what}`
+      const created = await each(keyed, (s) => s.keyed!.create(BASE, key(s, 'create')))
+      agree(t, 'create under a key', created, { normalise: norm.created })
+      const again = await each(keyed, (s) => s.keyed!.create(BASE, key(s, 'create')))
+      agree(t, 'the create retried', again, { normalise: norm.created })
+      for (const [i, [name, o]] of again.entries()) t.same(o, created[i]![1], `${name}: the retried create answers the first's session`)
+      agree(
+        t,
+        'another create under the key',
+        await each(keyed, (s) => s.keyed!.create({ ...BASE, system_prompt: 'Other.' }, key(s, 'create'))),
+        { code: 'IDEMPOTENCY_CONFLICT' },
+      )
+      const id = (s: Surface) => {
+        const o = created.find(([name]) => name === s.name)![1]
+        return o.ok ? (o.value.session_id as string) : UNKNOWN
+      }
+      const first = await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[0]!, key(s, 'turn')))
+      t.match(agree(t, 'turn under a key', first, { normalise: norm.turn(seqs) }), { turn: 1, output_text: `echo: ${INPUTS[0]}` })
+      const retried = await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[0]!, key(s, 'turn')))
+      agree(t, 'the turn retried', retried, { normalise: norm.turn(seqs) })
+      for (const [i, [name, o]] of retried.entries()) t.same(o, first[i]![1], `${name}: the retried turn answers the first`)
+      agree(t, 'another turn under the key', await each(keyed, (s) => s.keyed!.turn(id(s), INPUTS[1]!, key(s, 'turn'))), {
+        code: 'IDEMPOTENCY_CONFLICT',
+      })
+      // The retry ran nothing: the next turn is the session's second.
+      const next = await each(keyed, async (s) => (await s.turn(id(s), INPUTS[1]!)).outcome)
+      t.match(agree(t, 'the next turn', next, { normalise: norm.turn(seqs) }), { turn: 2, output_text: `echo: ${INPUTS[1]}` })
+    })
+
+    await t.test('session busy: a turn while one waits for tool results', async (t) => {
+      const live = surfaces.filter((s) => s !== cli) // the CLI's `run` declares no tools
+      const paused = await each(live, (s) => s.open({ ...BASE, tools: [{ name: 'lookup', input_schema: { type: 'object' } }] }, CALL))
+      t.match(
+        agree(
+          t,
+          'a turn that calls a client tool',
+          paused.map(([n, o]) => [n, opening(o)]),
+          { normalise: norm.paused },
+        ),
+        {
+          turn: 1,
+          status: 'requires_action',
+          tool_calls: [{ name: 'lookup', input: { q: 1 } }],
+        },
+      )
+      agree(t, 'another turn meanwhile', await each(live, async (s) => (await s.turn(pausedId(paused, s), 'hi')).outcome), {
+        code: 'SESSION_BUSY',
+      })
     })
 
     await t.test('memory search', async (t) => {
@@ -369,7 +447,7 @@ for (const b of BUILDS) {
       await t.test('the CLI in-process on a data dir answers as over --url', async (t) => {
         const dataDir = await mkdtemp(join(tmpdir(), 'burrow-parity-cli-'))
         t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-        const local = cliSurface({ dataDir, env: { ...b.env, LOG_LEVEL: 'silent' } }, 'cli-local')
+        const local = cliSurface({ dataDir, env: { ...env, LOG_LEVEL: 'silent' } }, 'cli-local')
         const opened = await local.open({ ...BASE, compaction: COMPACTION, memory: true }, INPUTS[0]!)
         const id = opened.id!
         const mine: TurnOutcome[] = [opened.first!]
@@ -423,5 +501,21 @@ for (const b of BUILDS) {
       })
       await eventually(() => [...observers.values()].every((o) => o.events.some((e) => e.type === 'session_archived')), 5000)
     })
+
+    if (b.twin) {
+      await t.test(`every step answers as build ${b.twin}`, async (t) => {
+        const twin = TRANSCRIPTS.get(b.twin!)
+        if (!twin) return t.fail(`build ${b.twin} did not run before ${b.name}: nothing to compare with`)
+        const steps = transcript.steps.map(([step]) => step)
+        t.same(
+          steps,
+          twin.steps.map(([step]) => step),
+          'the same steps, in the same order',
+        )
+        t.equal(new Set(steps).size, steps.length, 'each step is named once')
+        const theirs = new Map(twin.steps)
+        for (const [step, answer] of transcript.steps) t.same(answer, theirs.get(step), step)
+      })
+    }
   })
 }

@@ -39,6 +39,11 @@ export interface Surface {
   search(q: Params): Promise<Outcome>
   /** Memory management: `list` takes the list query, `get` and `delete` take `{ id }`. */
   memory(op: 'list' | 'get' | 'delete', q: Params): Promise<Outcome>
+  /** Create and turn under an idempotency key, where the surface takes one (REST's header, JSON-RPC's param). */
+  readonly keyed?: {
+    create(req: Params, key: string): Promise<Outcome>
+    turn(id: string, input: string, key: string): Promise<Outcome>
+  }
   close(): Promise<void>
 }
 
@@ -120,6 +125,14 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
       const r = rest(await api.delete(`/v1/memory/${q.id}`), 204)
       return r.ok ? { ok: true, value: { id: q.id, deleted: true } } : r
     },
+    ...(mode === 'json'
+      ? {
+          keyed: {
+            create: async (req, key) => rest(await api.post('/v1/sessions', req, { headers: { 'idempotency-key': key } }), 201),
+            turn: async (id, input, key) => rest(await api.turn(id, { input }, { headers: { 'idempotency-key': key } })),
+          },
+        }
+      : {}),
     async close() {},
   }
   return s
@@ -162,6 +175,10 @@ function rpcSurface(
     archive: async (id) => rpcOutcome(await call('session/archive', { session_id: id })),
     search: async (q) => rpcOutcome(await call('memory/search', q)),
     memory: async (op, q) => rpcOutcome(await call(`memory/${op}`, q)),
+    keyed: {
+      create: async (req, key) => rpcOutcome(await call('session/create', { ...req, idempotency_key: key })),
+      turn: async (id, input, key) => rpcOutcome(await call('turn/start', { session_id: id, input, idempotency_key: key })),
+    },
     close,
   }
   return s
