@@ -16,7 +16,8 @@
  *
  *   npx tsx bench/turns-durable.bench.ts      (or: npx tsx bench/run.ts turns-durable)
  *   BENCH_CONNECTIONS=100 BENCH_DURATION=8 BENCH_WARMUP=2 BENCH_ROUNDS=3 to change the load;
- *   BENCH_ONLY=fsync (with BENCH_CPU_PROF=1) to run and profile one configuration (no result).
+ *   BENCH_ONLY=fsync (with BENCH_CPU_PROF=1) to run and profile one configuration (no result);
+ *   BENCH_PG_POOL_SIZE=N for the postgres row's BURROW_PG_POOL_SIZE (default: the service's).
  */
 import type { AutocannonClient } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
@@ -94,6 +95,7 @@ export async function run(): Promise<BenchResult> {
         ...burrowEnv({}),
         ...row.env,
         ...(db ? { BURROW_DATABASE_URL: db.url } : {}),
+        ...(db && process.env.BENCH_PG_POOL_SIZE ? { BURROW_PG_POOL_SIZE: process.env.BENCH_PG_POOL_SIZE } : {}),
         BURROW_MEMORY_STORE: 'off',
         BURROW_COMPACTION: 'off',
       }

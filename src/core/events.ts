@@ -36,6 +36,14 @@ export const STREAM_TRUNCATED = 'stream_truncated'
 export type Usage = Static<typeof UsageSchema>
 
 /**
+ * `turn_failed.data.reason` of a turn whose LLM call the provider refused as a bad request
+ * (HTTP 400/413/422): the reducer takes the turn's messages out of the history, so what was
+ * rejected (an image it cannot take, an input it refuses, one too long) is never sent again.
+ * The events stay in the log, marked by that `turn_failed`.
+ */
+export const INPUT_REJECTED = 'input_rejected'
+
+/**
  * The event envelope, identical on every surface.
  * Invariant: for stored events `seq` is per-session monotonic and gapless from 1.
  * A `text_delta` is not stored: it carries the seq of the last stored event before it.

@@ -1,5 +1,5 @@
 import { SUMMARY_PREFIX } from '../core/compactor.js'
-import type { EventEnvelope, EventData } from '../core/events.js'
+import { INPUT_REJECTED, type EventEnvelope, type EventData } from '../core/events.js'
 import type { Message, ToolResultBlock } from '../core/messages.js'
 import { toolUsesOf } from '../core/messages.js'
 import { NOTES_MAX, type SessionRecord, type TokenTotals } from '../core/session-record.js'
@@ -199,13 +199,7 @@ function compacted(r: SessionRecord, e: EventEnvelope<'compaction_completed'>): 
   if (d.usage) addUsage(r, e.turn, { input_tokens: 0, output_tokens: 0, compaction_tokens: d.usage.input_tokens + d.usage.output_tokens })
 }
 
-/**
- * `turn_failed.data.reason` of a turn whose LLM call the provider refused as a bad request
- * (HTTP 400/413/422): the reducer takes the turn's messages out of the history, so what was
- * rejected (an image it cannot take, an input it refuses, one too long) is never sent again.
- * The events stay in the log, marked by that `turn_failed`.
- */
-export const INPUT_REJECTED = 'input_rejected'
+export { INPUT_REJECTED }
 
 /**
  * Drops the messages a turn added (seq >= `fromSeq`). The turn's tool calls and results all lie

@@ -1,13 +1,14 @@
 import { asBinary, type Database, type Key } from 'lmdb'
-import type { EventData, EventEnvelope } from '../core/events.js'
+import type { EventEnvelope } from '../core/events.js'
 import type { Message } from '../core/messages.js'
-import type { SessionRecord, TokenTotals } from '../core/session-record.js'
+import type { SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs } from './lmdb-dbs.js'
+import { historyPartJson, resolveHistoryPart, usageChunk, usageTailStart, type HistoryPart, type TurnUsage } from './stored-history.js'
+
+export { USAGE_CHUNK, usageChunk, type TurnUsage } from './stored-history.js'
 
 // How a session is laid out in Burrow's LMDB environment (schema 3): the values each database
 // holds, and the writes that store a session's events and the record they produce.
-
-export type TurnUsage = TokenTotals & { turn: number }
 
 /** A turn's usage as stored: `[turn, input_tokens, output_tokens, compaction_tokens]` (a fifth of the object's JSON). */
 export type UsageTuple = [number, number, number, number]
@@ -34,13 +35,6 @@ export type Head = Omit<
   usage_tail: UsageTuple[]
 }
 
-/** Turns per row of the turn-usage database (`[sid, chunk] → usage of turns chunk·N+1 … chunk·N+N`). */
-export const USAGE_CHUNK = 16
-
-export function usageChunk(turn: number): number {
-  return Math.floor((turn - 1) / USAGE_CHUNK)
-}
-
 /**
  * A row of the log database (`[sid, first seq]`), as stored: the consecutive events one batch
  * appended to a session (without their session id: the key has it), and the history messages
@@ -51,7 +45,7 @@ export function usageChunk(turn: number): number {
  */
 export interface LogRow {
   e: StoredEvent[]
-  m?: { i: number; m: Array<Message | { r: number }>; s: number[]; t: number[] }
+  m?: HistoryPart
 }
 
 export type StoredEvent = Omit<EventEnvelope, 'session_id'>
@@ -63,16 +57,7 @@ export function rowEvents(sid: string, row: LogRow): EventEnvelope[] {
 
 /** The messages a stored row appended (references resolved), or undefined when it appended none. */
 export function rowMessages(row: LogRow): { i: number; m: Message[]; s: number[]; t: number[] } | undefined {
-  const part = row.m
-  if (!part) return undefined
-  const m = part.m.map((x) => {
-    if (!('r' in x)) return x
-    const e = row.e[x.r]!
-    return e.type === 'assistant_message'
-      ? (e.data as EventData['assistant_message']).message
-      : { role: 'user' as const, content: (e.data as EventData['turn_started']).input! }
-  })
-  return { i: part.i, m, s: part.s, t: part.t }
+  return row.m ? resolveHistoryPart(row.m, (k) => row.e[k]) : undefined
 }
 
 /**
@@ -87,22 +72,7 @@ function rowJson(events: readonly EventEnvelope[], s: SessionRecord, from: numbe
     out += `${i > 0 ? ',' : ''}{"seq":${e.seq},"turn":${e.turn},"type":"${e.type}","at":"${e.at}","data":${JSON.stringify(e.data)}}`
   }
   out += ']'
-  if (from !== null) {
-    const first = events[0]!.seq
-    const parts: string[] = []
-    for (let i = from; i < s.messages.length; i++) {
-      const msg = s.messages[i]!
-      const k = s.message_seqs[i]! - first
-      const e = k >= 0 && k < events.length ? events[k]! : undefined
-      const own =
-        e !== undefined &&
-        (e.type === 'assistant_message'
-          ? (e.data as EventData['assistant_message']).message === msg
-          : e.type === 'turn_started' && msg.role === 'user' && msg.content === (e.data as EventData['turn_started']).input)
-      parts.push(own ? `{"r":${k}}` : JSON.stringify(msg))
-    }
-    out += `,"m":{"i":${from},"m":[${parts.join(',')}],"s":${JSON.stringify(s.message_seqs.slice(from))},"t":${JSON.stringify(s.message_turns.slice(from))}}`
-  }
+  if (from !== null) out += `,"m":${historyPartJson(events, s, from)}`
   return `${out}}`
 }
 
@@ -214,11 +184,7 @@ export function readKnown(d: BurrowDbs, sid: string): Known | undefined {
 /** The head of a record: its scalar state, named field by field (cheaper than copying the record and deleting). */
 export function headOf(r: SessionRecord, messagesFrom: number): Head {
   const usage = r.usage_by_turn
-  let i = usage.length
-  if (i > 0) {
-    const tail = usageChunk(usage[i - 1]!.turn)
-    while (i > 0 && usageChunk(usage[i - 1]!.turn) === tail) i--
-  }
+  const i = usageTailStart(usage)
   return {
     created_at: r.created_at,
     updated_at: r.updated_at,

@@ -5,6 +5,7 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { isConnectionError } from './pg-pool.js'
 import { commitOrderError } from './commit-order.js'
+import { commitParts } from './pg-session-layout.js'
 
 /** Commits of one session waiting for its write in flight to end: merged into the next write. */
 interface Queued {
@@ -27,22 +28,33 @@ interface Lane {
 
 // One statement per commit, so a commit costs one round trip and is atomic without BEGIN/COMMIT
 // (bench/pg-driver.bench.ts: 1.5–1.8× the commits/s of the same writes as a transaction). The events
-// are inserted only when the snapshot's row matched: a session's first commit inserts the row
-// (none may exist), a later one updates it only where the stored log ends right before the batch
-// and no commit with a newer fencing token has written. A mismatch inserts nothing.
-const EVENTS = `INSERT INTO events (tenant, session_id, seq, turn, type, at, data)
-  SELECT $1, $2, u.seq, u.turn, u.type, u.at, u.data
-  FROM unnest($14::bigint[], $15::integer[], $16::text[], $17::text[], $18::json[]) AS u(seq, turn, type, at, data)
+// (the first row with the history messages they appended, pg-session-layout.ts) and usage chunks
+// are inserted only when the session's row matched: a session's first commit inserts the row (none
+// may exist), a later one updates it only where the stored log ends right before the batch, no
+// commit with a newer fencing token has written, and — unless the batch stores the history whole —
+// the stored history is the one the batch extends. A mismatch inserts nothing.
+const EVENTS = `INSERT INTO events (tenant, session_id, seq, turn, type, at, data, m)
+  SELECT $1, $2, u.seq, u.turn, u.type, u.at, u.data, u.m
+  FROM unnest($14::bigint[], $15::integer[], $16::text[], $17::text[], $18::json[], $19::json[]) AS u(seq, turn, type, at, data, m)
   WHERE EXISTS (SELECT 1 FROM s)`
+const USAGE = `usage_rows AS (INSERT INTO session_usage (tenant, session_id, chunk, usage)
+  SELECT $1, $2, c.chunk, c.usage FROM unnest($20::integer[], $21::json[]) AS c(chunk, usage) WHERE EXISTS (SELECT 1 FROM s)
+  ON CONFLICT (tenant, session_id, chunk) DO UPDATE SET usage = excluded.usage)`
 const FIRST_COMMIT = `WITH s AS (
-  INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence, record)
-  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json WHERE $13::bigint = 0
-  ON CONFLICT DO NOTHING RETURNING 1)
+  INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
+    head, config, notes, messages_from, message_count, generation)
+  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json, $22::json, $23::json, 1, $24, $25 WHERE $13::bigint = 0
+  ON CONFLICT DO NOTHING RETURNING 1),
+${USAGE}
 ${EVENTS}`
 const NEXT_COMMIT = `WITH s AS (
   UPDATE sessions SET status = $3, created_at = $4, updated_at = $5, model = $6, metadata = $7::json, turn_count = $8,
-    last_seq = $9, running = $10, fence = $11, record = $12::json
-  WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11 RETURNING 1)
+    last_seq = $9, running = $10, fence = $11, head = $12::json, notes = coalesce($23::json, notes),
+    messages_from = CASE WHEN $22::boolean THEN $13::bigint + 1 ELSE messages_from END, message_count = $24, generation = $25
+  WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11
+    AND ($22::boolean OR (message_count = $26 AND generation = $25))
+  RETURNING 1),
+${USAGE}
 ${EVENTS}`
 
 /**
@@ -136,7 +148,7 @@ export class PgCommitWriter {
       )
   }
 
-  /** One statement: the events and the snapshot as it is now (the live record: serialized here, synchronously). */
+  /** One statement: the events and what the snapshot as it is now adds to the stored one (the live record: serialized here, synchronously). */
   private async write(q: Queued): Promise<void> {
     const s = q.snapshot
     const sid = s.session_id
@@ -157,7 +169,10 @@ export class PgCommitWriter {
       ats[i] = e.at
       data[i] = JSON.stringify(e.data)
     }
-    const values = [
+    const parts = commitParts(q.events, s)
+    const m = new Array<string | null>(n).fill(null)
+    m[0] = parts.part
+    const values: unknown[] = [
       s.config.tenant,
       sid,
       s.status,
@@ -169,14 +184,20 @@ export class PgCommitWriter {
       s.last_seq,
       s.open_turn?.state === 'running',
       q.fence,
-      JSON.stringify(s),
+      parts.head,
       first - 1,
       seqs,
       turns,
       types,
       ats,
       data,
+      m,
+      parts.usageChunks,
+      parts.usageRows,
     ]
+    // The first commit stores the configuration; a later one says whether it stores the history whole and what it extends.
+    if (first === 1) values.push(JSON.stringify(s.config), parts.notes, s.messages.length, s.history_generation)
+    else values.push(parts.whole, parts.notes, s.messages.length, s.history_generation, parts.from)
     let written: number
     try {
       const r = await this.pool.query(
@@ -196,7 +217,9 @@ export class PgCommitWriter {
 }
 
 function conflict(sid: string, first: number): Error {
-  return new Error(`commit out of order for ${sid}: the stored log does not end at seq ${first - 1} (or a newer fencing token has written)`)
+  return new Error(
+    `commit out of order for ${sid}: the stored log does not end at seq ${first - 1} (or a newer fencing token has written, or the stored history is not the one the commit extends)`,
+  )
 }
 
 function queued(events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {

@@ -50,6 +50,7 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
     for (const m of migrations) {
       if (m.version <= found) continue
       await client.query(m.sql)
+      await m.after?.(client)
       await client.query('INSERT INTO schema_version (version, description) VALUES ($1, $2)', [m.version, m.description])
       applied.push(m.version)
     }

@@ -1,4 +1,6 @@
+import type pg from 'pg'
 import { MEMORY_MIGRATION } from './pg-memory-schema.js'
+import { splitSnapshots } from './pg-snapshot-split.js'
 
 /**
  * The PostgreSQL schema, as numbered migrations applied in order (pg-migrate.ts). Append new
@@ -16,6 +18,8 @@ export interface Migration {
   version: number
   description: string
   sql: string
+  /** A data step run after `sql`, in the same transaction. */
+  after?: (client: pg.ClientBase) => Promise<void>
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -89,6 +93,24 @@ CREATE INDEX leases_by_expiry ON leases (expires_at);
     sql: `
 ALTER TABLE idempotency ADD COLUMN owner text, ADD COLUMN pending_until timestamptz;
 `,
+  },
+  {
+    version: 4,
+    description: 'the snapshot split: a small head per session, its history with the events (events.m), turn usage in chunks',
+    sql: `
+ALTER TABLE sessions ADD COLUMN config json, ADD COLUMN notes json, ADD COLUMN head json,
+  ADD COLUMN messages_from bigint, ADD COLUMN message_count integer, ADD COLUMN generation integer;
+ALTER TABLE events ADD COLUMN m json;
+CREATE TABLE session_usage (
+  tenant      text COLLATE "C" NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  chunk       integer NOT NULL,
+  usage       json NOT NULL,
+  PRIMARY KEY (tenant, session_id, chunk)
+);
+`,
+    // Existing sessions are rewritten to the split layout, then `sessions.record` is dropped.
+    after: splitSnapshots,
   },
 ]
 

@@ -88,6 +88,27 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     t.same((await repo.sessions.get(log.id))!.messages, more.messages, 'appends after a rewrite')
   })
 
+  withRepo('a turn whose input the provider rejected is taken out of the stored history, and the next turn appends', async (t, repo) => {
+    const log = new SessionLog(sessionId(4))
+    await commitAll(repo, log, log.create(), log.turn('kept'))
+    const started = log.startTurn('rejected')
+    await repo.commit(started.events, started.record)
+    t.equal((await repo.sessions.get(log.id))!.messages.length, 3)
+    const turn = log.record!.turn_count
+    const failed = log.add(turn, {
+      type: 'turn_failed',
+      data: { code: 'PROVIDER_ERROR', message: 'bad request', reason: 'input_rejected', usage: { input_tokens: 0, output_tokens: 0 } },
+    })
+    t.equal(failed.record.messages.length, 2, 'the reducer rolled the turn back')
+    await repo.commit(failed.events, failed.record)
+    t.same(await repo.sessions.get(log.id), log.record)
+    await commitAll(repo, log, log.turn('after'))
+    const got = await repo.sessions.get(log.id)
+    t.same(got, log.record)
+    t.equal(got!.messages.length, 4)
+    t.same(rebuild(await repo.events.readAfter(log.id, 0)), got, 'rebuild(log) == snapshot')
+  })
+
   withRepo('a commit out of order throws and writes nothing', async (t, repo) => {
     const log = new SessionLog(sessionId(3))
     await commitAll(repo, log, log.create())
