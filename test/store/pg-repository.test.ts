@@ -153,46 +153,43 @@ t.test('text with NUL, astral and combining characters reads back exactly', asyn
   t.same((await repo.sessions.list('tenant-a', {})).items[0]!.metadata, { note: odd })
 })
 
-t.test(
-  'delete leaves no row of the session in any table, and only of that session (once the projection writer removed its files)',
-  async (t) => {
-    const { db, direct } = await setup(t)
-    const repo = await open(db.url)
-    t.teardown(() => repo.close())
-    const gone = new SessionLog(sessionId(4))
-    const kept = new SessionLog(sessionId(5))
-    for (const l of [gone, kept]) {
-      for (const c of [l.create(), l.turn('x')]) await repo.commit(c.events, c.record)
-      await repo.idempotency.put(`tenant-a\u0000${l.id}\u0000k`, {
-        fingerprint: 'f',
-        created_at: Date.now(),
-        outcome: { ok: true, value: 1 },
-      })
-      await repo.projection.projected(l.id, 1)
-      await direct.query("INSERT INTO leases VALUES ('tenant-a', $1, 'r', 1, now())", [l.id])
-    }
-    await repo.deleteSession(gone.id, 'tenant-a')
-    // Projected, so its files may be in the writer's directory, on another replica: a mark says so.
-    t.same((await direct.query('SELECT session_id, checkpoint::int FROM projections ORDER BY checkpoint')).rows, [
-      { session_id: gone.id, checkpoint: -1 },
-      { session_id: kept.id, checkpoint: 1 },
-    ])
-    t.same((await repo.projection.pending()).sort(), [gone.id, kept.id].sort(), 'the mark is pending (and so is the other session)')
-    t.equal(await repo.projection.checkpoint(gone.id), 0)
-    await repo.projection.reset()
-    t.ok((await repo.projection.pending()).includes(gone.id), 'a rebuild keeps the marks')
-    await repo.projection.projected(kept.id, 1)
-    await repo.projection.removed!(gone.id)
-    for (const table of ['sessions', 'events', 'idempotency', 'projections', 'leases']) {
-      const r = await direct.query(`SELECT session_id, count(*)::int AS n FROM ${table} GROUP BY 1`)
-      t.same(
-        r.rows.map((x) => x.session_id),
-        [kept.id],
-        `${table}: only the other session's rows`,
-      )
-    }
-  },
-)
+t.test("delete leaves no row of the session in any table once the projection writer's mark goes, and only of that session", async (t) => {
+  const { db, direct } = await setup(t)
+  const repo = await open(db.url)
+  t.teardown(() => repo.close())
+  const gone = new SessionLog(sessionId(4))
+  const kept = new SessionLog(sessionId(5))
+  for (const l of [gone, kept]) {
+    for (const c of [l.create(), l.turn('x')]) await repo.commit(c.events, c.record)
+    await repo.idempotency.put(`tenant-a\u0000${l.id}\u0000k`, {
+      fingerprint: 'f',
+      created_at: Date.now(),
+      outcome: { ok: true, value: 1 },
+    })
+    await repo.projection.projected(l.id, 1)
+    await direct.query("INSERT INTO leases VALUES ('tenant-a', $1, 'r', 1, now())", [l.id])
+  }
+  await repo.deleteSession(gone.id, 'tenant-a')
+  // Projected, so its files may be in the writer's directory, on another replica: a mark says so.
+  t.same((await direct.query('SELECT session_id, checkpoint::int FROM projections ORDER BY checkpoint')).rows, [
+    { session_id: gone.id, checkpoint: -1 },
+    { session_id: kept.id, checkpoint: 1 },
+  ])
+  t.same((await repo.projection.pending()).sort(), [gone.id, kept.id].sort(), 'the mark is pending (and so is the other session)')
+  t.equal(await repo.projection.checkpoint(gone.id), 0)
+  await repo.projection.reset()
+  t.ok((await repo.projection.pending()).includes(gone.id), 'a rebuild keeps the marks')
+  await repo.projection.projected(kept.id, 1)
+  await repo.projection.removed!(gone.id)
+  for (const table of ['sessions', 'events', 'idempotency', 'projections', 'leases']) {
+    const r = await direct.query(`SELECT session_id, count(*)::int AS n FROM ${table} GROUP BY 1`)
+    t.same(
+      r.rows.map((x) => x.session_id),
+      [kept.id],
+      `${table}: only the other session's rows`,
+    )
+  }
+})
 
 t.test('another tenant sees nothing: list, and an unknown tenant', async (t) => {
   const { db } = await setup(t)
