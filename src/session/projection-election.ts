@@ -40,11 +40,6 @@ export class ProjectionElection {
     this.timer.unref()
   }
 
-  /** Whether this replica writes the projection now. */
-  get writing(): boolean {
-    return this.heldUntil > 0
-  }
-
   /** Stops trying; the writer finishes what it started and gives the lease up, so another takes over at its next try. */
   async close(): Promise<void> {
     this.closed = true

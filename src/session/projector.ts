@@ -59,7 +59,9 @@ export class Projector implements SessionListener {
   /** Marks every session the store says is pending: what this process did not hear of (another replica's commits, a deletion there). */
   async catchUp(): Promise<void> {
     if (!this.writing || this.closed) return
-    for (const id of await this.repo.projection.pending()) this.dirty.add(id)
+    const pending = await this.repo.projection.pending()
+    if (!this.writing) return // stopped meanwhile
+    for (const id of pending) this.dirty.add(id)
     this.schedule()
   }
 
@@ -76,10 +78,6 @@ export class Projector implements SessionListener {
     this.nextAt.clear()
     this.recent.clear()
     this.recentCount = 0
-  }
-
-  get isWriting(): boolean {
-    return this.writing
   }
 
   committed(batch: CommittedBatch): void {
