@@ -83,6 +83,9 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
             ? `multi-tenant (${new Set(config.apiKeys.values()).size} tenants, bearer auth)`
             : 'single-tenant (no BURROW_API_KEYS: no auth)',
           data_dir: config.dataDir,
+          ...(config.sessionStore !== 'off'
+            ? { projection: !config.projection ? 'off' : config.sessionStore === 'postgres' ? 'on (one elected replica writes)' : 'on' }
+            : {}),
           ...(config.sessionStore === 'postgres' || config.memoryStore === 'postgres'
             ? { database: describeDatabase(config.databaseUrl!), replica_id: config.replicaId }
             : {}),

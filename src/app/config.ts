@@ -9,6 +9,12 @@ export interface Config {
   port: number
   dataDir: string
   sessionStore: 'lmdb' | 'postgres' | 'off'
+  /**
+   * Whether this process may write the human-readable projection (`sessions/<id>/` under the data
+   * directory). On by default with LMDB; off by default with PostgreSQL, where, when on, one replica
+   * at a time writes it (elected by a lease). Always false without a session store.
+   */
+  projection: boolean
   /** PostgreSQL for `sessionStore: 'postgres'` and `memoryStore: 'postgres'` (a `postgres://` URL; required with either). */
   databaseUrl: string | undefined
   /** This replica's name in leases and logs (default: host name and process id). */
@@ -79,11 +85,15 @@ export function loadConfig(env: Env = process.env): Config {
   const r = new Reader(env, problems)
   const openaiKey = r.str('OPENAI_API_KEY')
   const openaiBase = r.str('OPENAI_BASE_URL')
+  const sessionStore = r.oneOf('BURROW_SESSION_STORE', ['lmdb', 'postgres', 'off'], 'lmdb')
+  // Many replicas would each write every session into their own directory: with PostgreSQL the files are asked for.
+  const projection = r.oneOf('BURROW_PROJECTION', ['on', 'off'], sessionStore === 'lmdb' ? 'on' : 'off') === 'on'
   const config: Config = {
     host: r.str('HOST') ?? '127.0.0.1',
     port: r.int('PORT', 8080, 0, 65535),
     dataDir: r.str('BURROW_DATA_DIR') ?? './data',
-    sessionStore: r.oneOf('BURROW_SESSION_STORE', ['lmdb', 'postgres', 'off'], 'lmdb'),
+    sessionStore,
+    projection,
     databaseUrl: r.pgUrl('BURROW_DATABASE_URL'),
     replicaId: r.str('BURROW_REPLICA_ID') ?? `${hostname()}-${process.pid}`,
     leaseMs: r.int('BURROW_LEASE_MS', 10_000, 1_000, 600_000),
@@ -145,6 +155,8 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('BURROW_DATABASE_URL must be set to a postgres:// URL when BURROW_SESSION_STORE=postgres')
   if (config.memoryStore === 'postgres' && !config.databaseUrl && r.str('BURROW_DATABASE_URL') === undefined)
     problems.push('BURROW_DATABASE_URL must be set to a postgres:// URL when BURROW_MEMORY_STORE=postgres')
+  if (sessionStore === 'off' && r.str('BURROW_PROJECTION') === 'on')
+    problems.push('BURROW_PROJECTION=on needs a session store (BURROW_SESSION_STORE=lmdb or postgres): the projection is written from it')
   if (config.defaultModel !== undefined && !/^[a-zA-Z0-9_.-]+:.+$/.test(config.defaultModel)) {
     problems.push(`BURROW_DEFAULT_MODEL must look like 'provider:model' (got '${config.defaultModel}')`)
   }

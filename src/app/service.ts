@@ -13,6 +13,7 @@ import { LiveSessions } from '../session/live-sessions.js'
 import { LocalSessionService } from '../session/local-session-service.js'
 import { MemoryIndexer } from '../session/memory-indexer.js'
 import { MEMORY_GUIDE, memorySearchTool, noteTools } from '../session/memory-tools.js'
+import { ProjectionElection } from '../session/projection-election.js'
 import { Projector } from '../session/projector.js'
 import type { SessionListener } from '../session/session-listener.js'
 import { applyEvent } from '../session/session-reducer.js'
@@ -124,7 +125,9 @@ async function build(
     cleanup.push(() => store.close())
     // A PostgreSQL database is no file beside the projection: an empty one is a new deployment, not a lost store.
     if (config.sessionStore === 'lmdb') await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
-    const p = new Projector(store, config.dataDir, deps.logger)
+    // Built even when this process writes no files: a deletion removes those its directory holds.
+    // With PostgreSQL it writes while it holds the writer's lease (the election starts with the service).
+    const p = new Projector(store, config.dataDir, deps.logger, { writing: config.projection && !pgStore })
     cleanup.push(() => p.close())
     cleanup.push(memoryClose)
     repository = stored = store
@@ -185,6 +188,12 @@ async function build(
     cleanup.push(async () => clearInterval(recovery))
   }
   await projector.start()
+  if (pgStore && config.projection) {
+    const election = new ProjectionElection(pgStore.projectionWriter, projector, deps.logger)
+    // Closed before the projector and the store: the writer's last files are written, then its lease given up.
+    cleanup.push(() => election.close())
+    await election.start()
+  }
   const store = stored
   // Expired idempotency records go hourly (the stores keep them; the null repository's expire in memory).
   const sweep = setInterval(() => {

@@ -37,10 +37,29 @@ export interface ProjectionState {
   checkpoint(sessionId: string): Promise<number>
   /** Records that files reflect the log up to `seq`, and clears the session's pending mark if nothing newer was committed. */
   projected(sessionId: string, seq: number): Promise<void>
-  /** Sessions committed past their checkpoint (marked in the commit's own transaction). */
+  /**
+   * Sessions committed past their checkpoint (marked in the commit's own transaction). On a store
+   * several processes share, also deleted sessions that had been projected: their files may be in
+   * another process's directory, so the deletion leaves a mark there until `removed` clears it.
+   */
   pending(): Promise<string[]>
   /** Forgets every checkpoint and marks every session pending (a rebuild from scratch). */
   reset(): Promise<void>
+  /** A deleted session's files are gone: clears the mark its deletion left (stores that leave one). */
+  removed?(sessionId: string): Promise<void>
+}
+
+/**
+ * The right to write the projection files, held by one process at a time among those sharing a
+ * store (PostgreSQL replicas), on the database's clock: renewed while held, anyone's once it expired.
+ */
+export interface ProjectionWriterLease {
+  /** How long the lease lasts unless renewed. */
+  readonly durationMs: number
+  /** Takes the lease, or extends it when this process holds it; false while another holds one that has not expired. */
+  hold(): Promise<boolean>
+  /** Ends the lease now, if this process holds it (shutdown): another takes over at its next try. */
+  release(): Promise<void>
 }
 
 /** A remembered outcome of an idempotent call. */

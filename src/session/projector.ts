@@ -13,6 +13,10 @@ import { renderEvent } from './transcript.js'
  * Files are written atomically (temp file + rename), a checkpoint per session records
  * how far they go, and they are never read back as a source of truth. Commits only
  * mark sessions (it is a commit listener); the work happens later, off the turn's path.
+ *
+ * A projector that is not writing (the projection off, or a replica that is not the elected
+ * writer: docs/scaling.md, The projection) writes nothing and keeps nothing of the commits it
+ * hears of; a deletion still removes whatever files its directory holds for the session.
  */
 export class Projector implements SessionListener {
   private readonly dirty = new Set<string>()
@@ -20,6 +24,7 @@ export class Projector implements SessionListener {
   private working: Promise<void> | null = null
   private closed = false
   private forcing = false
+  private writing: boolean
   /** When each session may be projected again: a busy session waits `minIntervalMs`, or 20× its last projection's time. */
   private readonly nextAt = new Map<string, number>()
   private readonly root: string
@@ -43,16 +48,40 @@ export class Projector implements SessionListener {
   ) {
     this.root = join(dataDir, 'sessions')
     this.opts = { ...PROJECTOR_DEFAULTS, ...opts }
+    this.writing = this.opts.writing
   }
 
   /** Picks up what a previous process committed but did not project. */
   async start(): Promise<void> {
-    for (const id of await this.repo.projection.pending()) this.dirty.add(id)
+    await this.catchUp()
+  }
+
+  /** Marks every session the store says is pending: what this process did not hear of (another replica's commits, a deletion there). */
+  async catchUp(): Promise<void> {
+    if (!this.writing || this.closed) return
+    const pending = await this.repo.projection.pending()
+    if (!this.writing) return // stopped meanwhile
+    for (const id of pending) this.dirty.add(id)
     this.schedule()
   }
 
+  /** Whether this process writes the files from now on: when it starts, it catches up from the store's checkpoints. */
+  async setWriting(on: boolean): Promise<void> {
+    if (on === this.writing) return
+    this.writing = on
+    if (on) return this.catchUp()
+    // Whatever is under way finishes (one session); nothing more is written, nothing kept.
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    this.dirty.clear()
+    this.sessions.clear()
+    this.nextAt.clear()
+    this.recent.clear()
+    this.recentCount = 0
+  }
+
   committed(batch: CommittedBatch): void {
-    if (this.closed) return
+    if (this.closed || !this.writing) return
     this.sessions.set(batch.session.id, batch.session)
     this.notify(batch.session.id, batch.events)
   }
@@ -63,7 +92,7 @@ export class Projector implements SessionListener {
 
   /** Told after each commit, with the events it stored. */
   notify(sessionId: string, events: readonly EventEnvelope[]): void {
-    if (this.closed) return
+    if (this.closed || !this.writing) return
     if (events.length > 0) {
       const list = this.recent.get(sessionId)
       if ((list?.length ?? 0) + events.length > this.opts.recentPerSession || this.recentCount + events.length > this.opts.recentTotal) {
@@ -139,7 +168,7 @@ export class Projector implements SessionListener {
 
   private async drain(): Promise<void> {
     const later: string[] = []
-    while (this.dirty.size > 0) {
+    while (this.dirty.size > 0 && this.writing) {
       const id = this.dirty.values().next().value as string
       this.dirty.delete(id)
       // Files are rewritten whole, so a busy session is projected at most once per interval, and a long one
@@ -164,14 +193,14 @@ export class Projector implements SessionListener {
         // so trying again is always safe; the pending mark in the store survives a restart meanwhile.
         this.logger.warn({ err, session_id: id }, `projection failed; retrying in ${this.opts.retryMs} ms`)
         setTimeout(() => {
-          if (!this.closed) {
+          if (!this.closed && this.writing) {
             this.dirty.add(id)
             this.schedule()
           }
         }, this.opts.retryMs).unref()
       }
     }
-    for (const id of later) this.dirty.add(id)
+    if (this.writing) for (const id of later) this.dirty.add(id)
   }
 
   private async project(id: string): Promise<void> {
@@ -180,7 +209,9 @@ export class Projector implements SessionListener {
     const record = live && !live.broken ? live.record : await this.repo.sessions.get(id)
     const dir = join(this.root, id)
     if (!record) {
+      // Deleted (maybe through another replica, which left a mark for whoever holds the files).
       await rm(dir, { recursive: true, force: true })
+      await this.repo.projection.removed?.(id)
       return
     }
     // Taken now, in one synchronous step: a live record keeps changing while the files are written.
@@ -249,6 +280,8 @@ export interface ProjectorOptions {
   recentTotal: number
   /** A session whose projection failed is tried again after this long. */
   retryMs: number
+  /** Whether it writes from the start (else once `setWriting(true)`). */
+  writing: boolean
 }
 
 export const PROJECTOR_DEFAULTS: ProjectorOptions = {
@@ -257,6 +290,7 @@ export const PROJECTOR_DEFAULTS: ProjectorOptions = {
   recentPerSession: 4096,
   recentTotal: 65_536,
   retryMs: 5000,
+  writing: true,
 }
 
 async function atomicWrite(path: string, content: string): Promise<void> {

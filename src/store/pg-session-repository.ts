@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
+import type { IdempotencyStore, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { PgAccess } from './pg-access.js'
@@ -9,6 +9,7 @@ import { PgCommitWriter } from './pg-commit-writer.js'
 import { PgIdempotencyStore } from './pg-idempotency-store.js'
 import { migrate, type Migrated } from './pg-migrate.js'
 import { PgLeases } from './pg-leases.js'
+import { PgProjectionLease } from './pg-projection-lease.js'
 import { assembleRecord, type StoredSessionRow } from './pg-session-layout.js'
 import type { HistoryPart } from './stored-history.js'
 import { openPool } from './pg-pool.js'
@@ -41,9 +42,11 @@ const SESSION_ROW = `SELECT s.tenant, s.head, s.config, s.notes, s.messages_from
 const HISTORY = `SELECT seq, type, data, m FROM events
   WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq <= $4 AND (m IS NOT NULL OR type IN ('turn_started', 'assistant_message'))
   ORDER BY seq`
+// A projected session's checkpoint becomes -1, the mark that the projection writer — maybe another
+// replica, whose directory holds the files — still has them to remove (pending(), then removed()).
 const PURGE = `WITH e AS (DELETE FROM events WHERE tenant = $1 AND session_id = $2),
   i AS (DELETE FROM idempotency WHERE tenant = $1 AND session_id = $2),
-  p AS (DELETE FROM projections WHERE tenant = $1 AND session_id = $2),
+  p AS (UPDATE projections SET checkpoint = -1 WHERE tenant = $1 AND session_id = $2),
   l AS (DELETE FROM leases WHERE tenant = $1 AND session_id = $2),
   u AS (DELETE FROM session_usage WHERE tenant = $1 AND session_id = $2)
   DELETE FROM sessions WHERE tenant = $1 AND session_id = $2`
@@ -61,6 +64,8 @@ const TOP = '\uffff' // sorts after every session id
 export class PgSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
   readonly leases: PgLeases
+  /** Elects the one replica that writes the projection files (BURROW_PROJECTION=on). */
+  readonly projectionWriter: ProjectionWriterLease
   private readonly writer: PgCommitWriter
   private closing: Promise<void> | null = null
 
@@ -73,6 +78,7 @@ export class PgSessionRepository implements SessionRepository {
   ) {
     this.writer = new PgCommitWriter(pool, db.health)
     this.leases = new PgLeases(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
+    this.projectionWriter = new PgProjectionLease(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
     this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs, opts.replicaId, opts.leaseMs ?? 10_000)
   }
 
@@ -203,7 +209,7 @@ export class PgSessionRepository implements SessionRepository {
   readonly projection: ProjectionState = {
     checkpoint: async (sid) => {
       const r = await this.byId('SELECT checkpoint FROM projections WHERE session_id = $1 LIMIT 1', sid, 'the projection checkpoint')
-      return r ? Number(r.checkpoint) : 0
+      return r ? Math.max(0, Number(r.checkpoint)) : 0
     },
     projected: async (sid, seq) => {
       await this.db.write(
@@ -216,20 +222,29 @@ export class PgSessionRepository implements SessionRepository {
         'the projection checkpoint',
       )
     },
-    // Pending is derived, not marked: a session whose log is past its checkpoint. Commits write nothing for it.
+    // Pending is derived, not marked: a session whose log is past its checkpoint (commits write nothing
+    // for it), or a deleted one whose files are still to remove.
     pending: async () => {
       const r = await this.db.read(
         () =>
           this.pool.query(
             `SELECT s.session_id FROM sessions s LEFT JOIN projections p ON p.tenant = s.tenant AND p.session_id = s.session_id
-             WHERE s.last_seq > coalesce(p.checkpoint, 0)`,
+             WHERE s.last_seq > coalesce(p.checkpoint, 0)
+             UNION ALL SELECT session_id FROM projections WHERE checkpoint < 0`,
           ),
         'the projection state',
       )
       return r.rows.map((row) => row.session_id as string)
     },
     reset: async () => {
-      await this.db.write(() => this.pool.query('DELETE FROM projections'), 'the projection state')
+      // Marks of deleted sessions stay: their files may be in a directory a rebuild does not clear.
+      await this.db.write(() => this.pool.query('DELETE FROM projections WHERE checkpoint >= 0'), 'the projection state')
+    },
+    removed: async (sid) => {
+      await this.db.write(
+        () => this.pool.query('DELETE FROM projections WHERE session_id = $1 AND checkpoint < 0', [sid]),
+        'the projection state',
+      )
     },
   }
 

@@ -109,6 +109,29 @@ t.test('the PostgreSQL store needs a postgres:// URL, whose password is never ec
   t.match(d.replicaId, new RegExp(`-${process.pid}$`), 'host and pid by default')
 })
 
+t.test('BURROW_PROJECTION: on by default with LMDB, off with PostgreSQL, and checked', async (t) => {
+  const pgEnv = { BURROW_SESSION_STORE: 'postgres', BURROW_DATABASE_URL: 'postgres://u@db/burrow' }
+  t.equal(loadConfig({}).projection, true, 'LMDB: on')
+  t.equal(loadConfig(pgEnv).projection, false, 'PostgreSQL: off')
+  t.equal(loadConfig({ BURROW_SESSION_STORE: 'off' }).projection, false, 'no store: nothing to project')
+  t.equal(loadConfig({ ...pgEnv, BURROW_PROJECTION: 'on' }).projection, true)
+  t.equal(loadConfig({ BURROW_PROJECTION: 'off' }).projection, false)
+  t.equal(loadConfig({ BURROW_SESSION_STORE: 'off', BURROW_PROJECTION: 'off' }).projection, false)
+  const problems = (env: Record<string, string>) => {
+    try {
+      loadConfig(env)
+    } catch (err) {
+      t.type(err, ConfigError)
+      return (err as ConfigError).problems
+    }
+    return ['(accepted)']
+  }
+  t.same(problems({ ...pgEnv, BURROW_PROJECTION: 'yes' }), ["BURROW_PROJECTION must be one of on, off (got 'yes')"])
+  t.same(problems({ BURROW_SESSION_STORE: 'off', BURROW_PROJECTION: 'on' }), [
+    'BURROW_PROJECTION=on needs a session store (BURROW_SESSION_STORE=lmdb or postgres): the projection is written from it',
+  ])
+})
+
 t.test('.env.example lists every variable the service reads, with its default', async (t) => {
   const source = readFileSync(new URL('../../src/app/config.ts', import.meta.url), 'utf8')
   const read = new Set([...source.matchAll(/r\.\w+\('([A-Z][A-Z0-9_]+)'/g)].map((m) => m[1]!))

@@ -22,25 +22,27 @@ export async function storedLog(db: pg.Client, id: string): Promise<StoredEvent[
 /**
  * Replicas `replica-a` and `replica-b` (sessions on PostgreSQL, memory off, each its own data
  * directory) on a database of their own, their model an OpenAI-compatible fake at `llmUrl`, and a
- * client of the database. Stopped (a frozen one continued first; a killed one left as it is) and
+ * client of the database, with `env` on top of that configuration. Stopped (a frozen one continued first; a killed one left as it is) and
  * the database dropped at `t`'s teardown.
  */
 export async function twoReplicas(
   t: Test,
-  opts: { prefix: string; leaseMs: number; llmUrl: string },
-): Promise<{ a: ChildServer; b: ChildServer; db: pg.Client }> {
+  opts: { prefix: string; leaseMs: number; llmUrl: string; env?: Record<string, string> },
+): Promise<{ a: ChildServer; b: ChildServer; db: pg.Client; dirs: { a: string; b: string } }> {
   const database = await tempDatabase(t, opts.prefix)
-  const env = async (name: string) => ({
+  const dirs = { a: await tempDir(t, `${opts.prefix}-replica-a`), b: await tempDir(t, `${opts.prefix}-replica-b`) }
+  const env = async (name: 'replica-a' | 'replica-b') => ({
     BURROW_SESSION_STORE: 'postgres',
     BURROW_DATABASE_URL: database.url,
     BURROW_PG_POOL_SIZE: '3',
     BURROW_MEMORY_STORE: 'off',
-    BURROW_DATA_DIR: await tempDir(t, `${opts.prefix}-${name}`),
+    BURROW_DATA_DIR: name === 'replica-a' ? dirs.a : dirs.b,
     BURROW_REPLICA_ID: name,
     BURROW_LEASE_MS: String(opts.leaseMs),
     OPENAI_API_KEY: 'k',
     OPENAI_BASE_URL: `${opts.llmUrl}/v1`,
     LOG_LEVEL: 'info',
+    ...opts.env,
   })
   const a = await spawnServer(await env('replica-a'))
   const b = await spawnServer(await env('replica-b'))
@@ -53,5 +55,5 @@ export async function twoReplicas(
     }
     await db.end()
   })
-  return { a, b, db }
+  return { a, b, db, dirs }
 }

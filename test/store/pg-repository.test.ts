@@ -111,6 +111,36 @@ t.test('leases: one holder at a time; an expired one is taken with a newer token
   t.match(await a.leases.acquire(log.id, tenant), { token: 3, previousOwner: 'replica-b' }, 'released: taken at once')
 })
 
+t.test('the projection writer lease: one holder, renewed while held, taken once expired or released', async (t) => {
+  const { db, direct } = await setup(t)
+  const opts = { url: db.url, poolSize: 2, idempotencyTtlMs: 3_600_000, leaseMs: 1000 }
+  const a = await PgSessionRepository.open({ ...opts, replicaId: 'replica-a' })
+  const b = await PgSessionRepository.open({ ...opts, replicaId: 'replica-b' })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const row = async () => (await direct.query("SELECT owner, token::int FROM leases WHERE tenant = ''")).rows
+  t.equal(await a.projectionWriter.hold(), true, 'free: a takes it')
+  t.equal(await b.projectionWriter.hold(), false, 'held by a')
+  // Before the renewal: the database's expiry is at least a lease after this.
+  const renewed = Date.now()
+  t.equal(await a.projectionWriter.hold(), true, 'a renews it')
+  t.same(await row(), [{ owner: 'replica-a', token: 1 }], 'one row under the empty tenant, renewed in place')
+  // a stops renewing: b gets it once it expired, and a learns it at its next try.
+  await eventually(() => b.projectionWriter.hold(), 5000)
+  const waited = Date.now() - renewed
+  t.ok(waited >= 950, `not before the lease ran out (${waited} ms after a's renewal)`)
+  t.same(await row(), [{ owner: 'replica-b', token: 2 }])
+  t.equal(await a.projectionWriter.hold(), false)
+  await a.projectionWriter.release() // not a's to end
+  t.equal(await a.projectionWriter.hold(), false, 'b still holds it')
+  await b.projectionWriter.release()
+  t.equal(await a.projectionWriter.hold(), true, 'released: taken at once')
+  // The session queries on leases never meet it: no session is running, and none is listed.
+  t.same(await a.sessions.runningTurns(), [])
+})
+
 t.test('text with NUL, astral and combining characters reads back exactly', async (t) => {
   const { db } = await setup(t)
   const repo = await open(db.url)
@@ -123,7 +153,7 @@ t.test('text with NUL, astral and combining characters reads back exactly', asyn
   t.same((await repo.sessions.list('tenant-a', {})).items[0]!.metadata, { note: odd })
 })
 
-t.test('delete leaves no row of the session in any table, and only of that session', async (t) => {
+t.test("delete leaves no row of the session in any table once the projection writer's mark goes, and only of that session", async (t) => {
   const { db, direct } = await setup(t)
   const repo = await open(db.url)
   t.teardown(() => repo.close())
@@ -140,6 +170,17 @@ t.test('delete leaves no row of the session in any table, and only of that sessi
     await direct.query("INSERT INTO leases VALUES ('tenant-a', $1, 'r', 1, now())", [l.id])
   }
   await repo.deleteSession(gone.id, 'tenant-a')
+  // Projected, so its files may be in the writer's directory, on another replica: a mark says so.
+  t.same((await direct.query('SELECT session_id, checkpoint::int FROM projections ORDER BY checkpoint')).rows, [
+    { session_id: gone.id, checkpoint: -1 },
+    { session_id: kept.id, checkpoint: 1 },
+  ])
+  t.same((await repo.projection.pending()).sort(), [gone.id, kept.id].sort(), 'the mark is pending (and so is the other session)')
+  t.equal(await repo.projection.checkpoint(gone.id), 0)
+  await repo.projection.reset()
+  t.ok((await repo.projection.pending()).includes(gone.id), 'a rebuild keeps the marks')
+  await repo.projection.projected(kept.id, 1)
+  await repo.projection.removed!(gone.id)
   for (const table of ['sessions', 'events', 'idempotency', 'projections', 'leases']) {
     const r = await direct.query(`SELECT session_id, count(*)::int AS n FROM ${table} GROUP BY 1`)
     t.same(

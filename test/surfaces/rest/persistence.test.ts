@@ -229,6 +229,25 @@ t.test('projection: files match the log, rebuild is byte-identical', async (t) =
   t.equal(await readFile(join(dir, 'session.json'), 'utf8'), json, 'session.json rebuilt byte for byte')
 })
 
+t.test('BURROW_PROJECTION=off with LMDB: no files are written, and a deletion removes those written before', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-projection-off-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const on = await startBurrow(LMDB, { fake: true, dataDir })
+  const old = await on.api.createSession()
+  await on.api.turn(old, { input: 'projected' })
+  await on.close() // a close finishes the projection
+  t.match(await readFile(join(dataDir, 'sessions', old, 'transcript.md'), 'utf8'), /projected/, 'on by default')
+
+  const h = await startBurrow({ ...LMDB, BURROW_PROJECTION: 'off' }, { fake: true, dataDir })
+  t.teardown(() => h.close())
+  const id = await h.api.createSession()
+  await h.api.turn(id, { input: 'not projected' })
+  await h.burrow.projector!.idle()
+  await t.rejects(stat(join(dataDir, 'sessions', id)), 'no files for a session committed with the projection off')
+  t.equal((await h.api.delete(`/v1/sessions/${old}`)).status, 204)
+  await t.rejects(stat(join(dataDir, 'sessions', old)), "the deleted session's files are gone")
+})
+
 t.test('rebuild(log) == snapshot after a long random session', async (t) => {
   const h = await startBurrow({ ...LMDB, BURROW_DURABILITY: 'relaxed' }, { fake: true })
   t.teardown(() => h.close())
