@@ -23,12 +23,13 @@ export async function storedLog(db: pg.Client, id: string): Promise<StoredEvent[
  * Replicas `replica-a` and `replica-b` (sessions on PostgreSQL, memory off, each its own data
  * directory) on a database of their own, their model an OpenAI-compatible fake at `llmUrl`, and a
  * client of the database. Stopped (a frozen one continued first; a killed one left as it is) and
- * the database dropped at `t`'s teardown.
+ * the database dropped at `t`'s teardown. `env` is each one's environment, to restart it as a
+ * supervisor would (same replica id, same data directory); a restarted process is the caller's to stop.
  */
 export async function twoReplicas(
   t: Test,
   opts: { prefix: string; leaseMs: number; llmUrl: string },
-): Promise<{ a: ChildServer; b: ChildServer; db: pg.Client }> {
+): Promise<{ a: ChildServer; b: ChildServer; db: pg.Client; env: { a: Record<string, string>; b: Record<string, string> } }> {
   const database = await tempDatabase(t, opts.prefix)
   const env = async (name: string) => ({
     BURROW_SESSION_STORE: 'postgres',
@@ -42,8 +43,10 @@ export async function twoReplicas(
     OPENAI_BASE_URL: `${opts.llmUrl}/v1`,
     LOG_LEVEL: 'info',
   })
-  const a = await spawnServer(await env('replica-a'))
-  const b = await spawnServer(await env('replica-b'))
+  const envA = await env('replica-a')
+  const envB = await env('replica-b')
+  const a = await spawnServer(envA)
+  const b = await spawnServer(envB)
   const db = new pg.Client({ connectionString: database.url })
   await db.connect()
   t.teardown(async () => {
@@ -53,5 +56,5 @@ export async function twoReplicas(
     }
     await db.end()
   })
-  return { a, b, db }
+  return { a, b, db, env: { a: envA, b: envB } }
 }
