@@ -23,6 +23,8 @@ const ACCEPT_WITHIN_MS = LEASE_MS + 4000
 t.setTimeout(Math.max(120_000, ITERATIONS * 40_000))
 
 interface Ack {
+  /** When the response came. */
+  at: number
   turn: number
   first_seq: number
   last_seq: number
@@ -67,7 +69,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
   const handle = async (id: string, res: ApiResponse, input: string | undefined, next: Api): Promise<void> => {
     if (res.status === 200) {
       const { turn, first_seq, last_seq, status } = res.body
-      acks.get(id)!.push({ turn, first_seq, last_seq, status, input })
+      acks.get(id)!.push({ at: Date.now(), turn, first_seq, last_seq, status, input })
       if (status === 'requires_action') {
         const results = res.body.tool_calls.map((c: any) => ({ tool_call_id: c.id, content: 'ok' }))
         await handle(id, await next.turn(id, { tool_results: results }), undefined, next)
@@ -117,6 +119,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     const dead = servers[victim]!
     const exited = once(dead.child, 'exit')
     dead.child.kill('SIGKILL')
+    const killedAt = Date.now()
     await exited
     // In some rounds the clients go quiet with the kill: then no request on the other replica finds the
     // dead one's turns first, and they are closed by the restarted replica at start-up or by a sweep.
@@ -224,7 +227,10 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     stats.restartedClosures = closedInRound
     t.comment(
       `${round}: so far ${stats.transport} requests failed at the transport, ${stats.busy} SESSION_BUSY, ${closedInRound} turns closed as process_restarted; ` +
-        `every session took a turn within ${Math.max(...stats.accepted.slice(-SESSIONS))} ms of the checks`,
+        `every session took a turn within ${Math.max(...stats.accepted.slice(-SESSIONS))} ms of the checks` +
+        (quiet
+          ? ''
+          : `, and under load within ${Math.max(...ids.map((id) => acks.get(id)!.find((x) => x.at > killedAt)!.at)) - killedAt} ms of the kill`),
     )
   }
 
