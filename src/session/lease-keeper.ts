@@ -37,7 +37,7 @@ export class LeaseKeeper {
   /**
    * Runs `work` holding the session's lease; SESSION_BUSY when another process holds it.
    * `taken` runs once, when this process takes the lease (before any work under it), told whether
-   * this process had held the session's lease before.
+   * this process held the session's previous lease.
    */
   async hold<T>(session: LiveSession, taken: Taken, work: () => Promise<T>): Promise<T> {
     let h = this.held.get(session.id)
@@ -65,7 +65,10 @@ export class LeaseKeeper {
     const id = h.session.id
     const lease = await this.leases.acquire(id, h.session.tenant)
     if (!lease) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id} on another replica.`)
-    const before = this.tokens.has(id)
+    // Held before by this process, and no other replica held it since: a turn the log says is running
+    // is then this process's own, abandoned by a failed write. A lease of this process's that another
+    // replica's came after says nothing about that turn: the other replica ran it, and died.
+    const before = this.tokens.has(id) && lease.previousOwner === this.leases.owner
     this.tokens.set(id, lease.token)
     h.timer = setInterval(() => this.renew(h, lease), Math.max(100, Math.floor(this.leases.durationMs / 3)))
     h.timer.unref()

@@ -77,7 +77,7 @@ export class LiveSessions {
       s.record = stored
     }
     if (s.running || s.record.open_turn?.state !== 'running') return
-    // Run here before: its events stopped reaching the store (closeAbandonedTurn). Else its process died.
+    // Run here under the previous lease: its events stopped reaching the store (closeAbandonedTurn). Else its replica died.
     if (heldBefore) await closeAbandonedTurn(s)
     else {
       await closeOpenTurn(s, 'INTERRUPTED', 'The replica running this turn stopped.', 'process_restarted')

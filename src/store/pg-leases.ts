@@ -7,7 +7,8 @@ import type { PgAccess } from './pg-access.js'
 // a commit holding it and then reads the row as that commit left it, so the returned last seq is
 // never older than a commit the previous holder made, and every commit after this one with an older
 // token finds `fence` past its own and is refused (pg-commit-writer.ts). The previous owner comes
-// from the statement's snapshot: for logs, not for the exclusion. This owner's own lease is taken over
+// from the statement's snapshot: for logs and for telling a turn this process abandoned from a dead
+// replica's (LeaseKeeper), not for the exclusion. This owner's own lease is taken over
 // too: the process keeps its leases in memory (LeaseKeeper) and asks only for one it does not hold —
 // one whose release failed, or whose acquisition answered nothing when the connection broke.
 const ACQUIRE = `WITH prev AS (SELECT owner FROM leases WHERE tenant = $1 AND session_id = $2),

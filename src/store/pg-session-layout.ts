@@ -111,6 +111,14 @@ export function pgHeadOf(r: SessionRecord, tailStart: number): PgHead {
   }
 }
 
+/** A session's row as `assembleRecord` reads it ($1: the session id). */
+export const SESSION_ROW_SQL = `SELECT s.tenant, s.head, s.config, s.notes, s.messages_from, s.message_count, s.last_seq,
+  (SELECT json_agg(u.usage ORDER BY u.chunk) FROM session_usage u WHERE u.tenant = s.tenant AND u.session_id = s.session_id) AS usage
+  FROM sessions s WHERE s.session_id = $1 LIMIT 1`
+/** The rows holding the current history's parts, and the events their messages refer to ($1 tenant, $2 session, $3 messages_from, $4 last_seq). */
+export const HISTORY_SQL = `SELECT seq, type, data, m FROM events
+  WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq <= $4 AND (m IS NOT NULL OR type IN ('turn_started', 'assistant_message'))
+  ORDER BY seq`
 /** A `sessions` row as the loader reads it. */
 export interface StoredSessionRow {
   head: PgHead
@@ -127,6 +135,11 @@ export interface StoredHistoryRow {
   type: string
   data: unknown
   m: HistoryPart | null
+}
+
+/** `HISTORY_SQL`'s rows as `assembleRecord` takes them. */
+export function historyRows(rows: ReadonlyArray<Record<string, unknown>>): StoredHistoryRow[] {
+  return rows.map((e) => ({ seq: Number(e.seq), type: e.type as string, data: e.data, m: e.m as HistoryPart | null }))
 }
 
 /** The record a stored session holds: its row and its history rows, in seq order. */

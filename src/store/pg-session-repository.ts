@@ -10,8 +10,7 @@ import { PgIdempotencyStore } from './pg-idempotency-store.js'
 import { migrate, type Migrated } from './pg-migrate.js'
 import { PgLeases } from './pg-leases.js'
 import { PgProjectionLease } from './pg-projection-lease.js'
-import { assembleRecord, type StoredSessionRow } from './pg-session-layout.js'
-import type { HistoryPart } from './stored-history.js'
+import { assembleRecord, HISTORY_SQL, historyRows, SESSION_ROW_SQL, type StoredSessionRow } from './pg-session-layout.js'
 import { openPool } from './pg-pool.js'
 
 export interface PgSessionRepositoryOptions {
@@ -35,13 +34,6 @@ const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, m
 const READ_AFTER = `SELECT seq, turn, type, at, data FROM events
   WHERE tenant = (SELECT tenant FROM sessions WHERE session_id = $1 LIMIT 1) AND session_id = $1 AND seq > $2 AND seq <= $3
   ORDER BY seq LIMIT $4`
-const SESSION_ROW = `SELECT s.tenant, s.head, s.config, s.notes, s.messages_from, s.message_count, s.last_seq,
-  (SELECT json_agg(u.usage ORDER BY u.chunk) FROM session_usage u WHERE u.tenant = s.tenant AND u.session_id = s.session_id) AS usage
-  FROM sessions s WHERE s.session_id = $1 LIMIT 1`
-// The rows holding the current history's parts, and the events their messages refer to.
-const HISTORY = `SELECT seq, type, data, m FROM events
-  WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq <= $4 AND (m IS NOT NULL OR type IN ('turn_started', 'assistant_message'))
-  ORDER BY seq`
 // A projected session's checkpoint becomes -1, the mark that the projection writer — maybe another
 // replica, whose directory holds the files — still has them to remove (pending(), then removed()).
 const PURGE = `WITH e AS (DELETE FROM events WHERE tenant = $1 AND session_id = $2),
@@ -136,18 +128,12 @@ export class PgSessionRepository implements SessionRepository {
   readonly sessions = {
     get: async (sessionId: string): Promise<SessionRecord | undefined> => {
       await this.writer.settledFor(sessionId)
-      const row = await this.byId(SESSION_ROW, sessionId, 'the session')
+      const row = await this.byId(SESSION_ROW_SQL, sessionId, 'the session')
       if (!row) return undefined
       // Up to the row's last seq: what a commit made after the row was read does not belong to it.
       const values = [row.tenant, sessionId, row.messages_from, row.last_seq]
-      const r = await this.db.read(() => this.pool.query({ name: 'burrow_history', text: HISTORY, values }), 'the session')
-      const rows = r.rows.map((e) => ({
-        seq: Number(e.seq),
-        type: e.type as string,
-        data: e.data as unknown,
-        m: e.m as HistoryPart | null,
-      }))
-      return assembleRecord(sessionId, row as unknown as StoredSessionRow, rows)
+      const r = await this.db.read(() => this.pool.query({ name: 'burrow_history', text: HISTORY_SQL, values }), 'the session')
+      return assembleRecord(sessionId, row as unknown as StoredSessionRow, historyRows(r.rows))
     },
     tenantOf: async (sessionId: string): Promise<string | undefined> => {
       await this.writer.settledFor(sessionId)

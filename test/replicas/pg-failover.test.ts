@@ -38,11 +38,20 @@ t.test('kill -9 of a replica mid-turn: the other recovers its sessions within th
   const callId = pause.body.tool_calls[0].id
   const cut = await A.createSession({ model })
   const swept = await A.createSession({ model })
+  // One whose lease B held before A's: B must still see a dead replica's turn, not one it abandoned itself.
+  const returned = await A.createSession({ model })
+  fake.enqueue({ text: 'first on B' })
+  t.equal((await B.turn(returned, { input: 'on B first' })).status, 200)
   const before = fake.requests.length
-  fake.enqueue({ text: 'never heard', delayMs: 10_000 }, { text: 'never heard either', delayMs: 10_000 })
+  fake.enqueue(
+    { text: 'never heard', delayMs: 10_000 },
+    { text: 'never heard either', delayMs: 10_000 },
+    { text: 'nor this', delayMs: 10_000 },
+  )
   void A.turn(cut, { input: 'cut off' }).catch(() => undefined)
   void A.turn(swept, { input: 'swept' }).catch(() => undefined)
-  await eventually(() => fake.requests.length >= before + 2, 5000)
+  void A.turn(returned, { input: 'back on A' }).catch(() => undefined)
+  await eventually(() => fake.requests.length >= before + 3, 5000)
 
   a.child.kill('SIGKILL')
   const killed = Date.now()
@@ -61,24 +70,27 @@ t.test('kill -9 of a replica mid-turn: the other recovers its sessions within th
   t.ok(acceptedMs <= LEASE_MS + 2000, 'within the lease + 2 s')
   t.ok(busy > 0, 'refused while the dead replica’s lease had not expired')
 
-  // Nobody asks for the other session: B's sweeper closes its turn.
-  await eventually(
-    async () => (await db.query('SELECT running FROM sessions WHERE session_id = $1', [swept])).rows[0].running === false,
-    2 * LEASE_MS + 3000,
-  )
-  t.comment(`the sweeper closed the untouched turn ${Date.now() - killed} ms after kill -9`)
-
-  for (const id of [cut, swept]) {
-    const failed = (await storedLog(db, id)).filter((e) => e.type === 'turn_failed')
-    t.match(
-      failed,
-      [{ turn: 1, data: { code: 'INTERRUPTED', reason: 'process_restarted' } }],
-      'closed once, as crash recovery closes a turn',
+  // Nobody asks for the other sessions: B's sweeper closes their turns.
+  for (const id of [swept, returned])
+    await eventually(
+      async () => (await db.query('SELECT running FROM sessions WHERE session_id = $1', [id])).rows[0].running === false,
+      2 * LEASE_MS + 3000,
     )
+  t.comment(`the sweeper closed the untouched turns ${Date.now() - killed} ms after kill -9`)
+
+  for (const [id, turn] of [
+    [cut, 1],
+    [swept, 1],
+    [returned, 2],
+  ] as const) {
+    const failed = (await storedLog(db, id)).filter((e) => e.type === 'turn_failed')
+    t.match(failed, [{ turn, data: { code: 'INTERRUPTED', reason: 'process_restarted' } }], 'closed once, as crash recovery closes a turn')
+    t.equal(failed.length, 1)
   }
-  t.ok(
-    b.lines.some((l) => l.msg === 'closed a turn whose replica stopped' && l.previous_owner === 'replica-a'),
-    'B logged whose turn it closed',
+  t.equal(
+    b.lines.filter((l) => l.msg === 'closed a turn whose replica stopped' && l.previous_owner === 'replica-a').length,
+    3,
+    'B logged whose turns it closed',
   )
 
   // The paused turn survived: B takes its tool results and completes it.
@@ -89,7 +101,7 @@ t.test('kill -9 of a replica mid-turn: the other recovers its sessions within th
   // Nothing acknowledged lost; every log gapless, every history valid; every session takes a turn on B.
   const inputs = (await storedLog(db, shared)).filter((e) => e.type === 'turn_started').map((e) => e.data.input[0].text)
   t.same(inputs, acked, 'every acknowledged turn is in the log')
-  for (const id of [shared, paused, cut, swept]) {
+  for (const id of [shared, paused, cut, swept, returned]) {
     const log = await storedLog(db, id)
     t.same(
       log.map((e) => e.seq),
