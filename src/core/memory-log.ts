@@ -25,8 +25,18 @@ export interface MemoryLog {
   remove(tenant: string, what: { id: string } | { sessionId: string }): Promise<number[]>
   /** Each tenant's counters (tenants with none are left out): one cheap read for a poll. */
   heads(tenants: readonly string[]): Promise<Map<string, TenantHead>>
-  /** What changed for the tenant since `since` (one consistent snapshot). */
+  /**
+   * What changed for the tenant since `since` (one consistent snapshot). When deletions after
+   * `since.deletions` were forgotten (`pruneDeletions`) and the caller holds labels, `forgotten` is
+   * set and `removed` lists every label below `since.next` the tenant no longer has instead.
+   */
   changes(tenant: string, since: { next: number; deletions: number }): Promise<TenantChanges>
+  /**
+   * Forgets the deletions recorded more than the retention ago, in batches, and returns how many.
+   * Safe to run from every replica at once. A reader that had not seen them learns it from
+   * `changes` (`forgotten`).
+   */
+  pruneDeletions(): Promise<number>
   /** A page of the tenant's entries after `after` in label order, optionally one session's. */
   entries(tenant: string, q: { after: number; limit: number; sessionId?: string | undefined }): Promise<LoggedEntry[]>
   /** One entry by id (another tenant's id is unknown). */
@@ -61,8 +71,10 @@ export interface TenantHead {
 }
 
 export interface TenantChanges extends TenantHead {
-  /** Labels deleted since (in the order deleted). */
+  /** Labels deleted since (in the order deleted); when `forgotten`, every label below `since.next` that is gone, ascending. */
   removed: number[]
+  /** Some deletions after `since.deletions` are no longer recorded: `removed` was found by comparing labels instead. */
+  forgotten: boolean
   /** Entries committed at or above `since.next`, in label order. */
   added: LoggedEntry[]
   /** Posting blocks starting at or above `since.next`: first label → bytes (encoded from that label). */

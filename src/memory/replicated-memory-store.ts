@@ -30,6 +30,8 @@ export interface ReplicatedMemoryOptions extends MemoryCoreOptions {
 const STALE_MS = 2_000
 /** Entries read at a time when a metadata filter pages through them. */
 const LIST_BATCH = 200
+/** How often old deletions are forgotten (MemoryLog `pruneDeletions`; every replica runs it, at start and then hourly). */
+const PRUNE_EVERY_MS = 3_600_000
 
 /**
  * Semantic memory shared by replicas: the entries, their keyword postings and their deletions are
@@ -48,7 +50,9 @@ export class ReplicatedMemoryStore implements MemoryStore {
   /** Per tenant, the catch-up under way (they run one at a time). */
   private readonly chains = new Map<string, Promise<void>>()
   private readonly timer: NodeJS.Timeout
+  private readonly pruneTimer: NodeJS.Timeout
   private polling: Promise<void> | undefined
+  private pruning: Promise<void> | undefined
   private closing = false
   private pollFailed = false
   private readonly logger: Logger
@@ -63,6 +67,8 @@ export class ReplicatedMemoryStore implements MemoryStore {
       this.polling ??= this.poll().finally(() => (this.polling = undefined))
     }, opts.pollMs ?? 200)
     this.timer.unref()
+    this.pruneTimer = setInterval(() => this.prune(), PRUNE_EVERY_MS)
+    this.pruneTimer.unref()
   }
 
   static async open(opts: ReplicatedMemoryOptions): Promise<ReplicatedMemoryStore> {
@@ -72,7 +78,9 @@ export class ReplicatedMemoryStore implements MemoryStore {
     try {
       core = new MemoryCore(db, opts)
       await core.checkEmbedder()
-      return new ReplicatedMemoryStore(core, opts.log, opts)
+      const store = new ReplicatedMemoryStore(core, opts.log, opts)
+      store.prune()
+      return store
     } catch (err) {
       await core?.cache.close().catch(() => undefined)
       await db.root.close().catch(() => undefined)
@@ -182,7 +190,8 @@ export class ReplicatedMemoryStore implements MemoryStore {
     if (this.closing) return
     this.closing = true
     clearInterval(this.timer)
-    await this.polling
+    clearInterval(this.pruneTimer)
+    await Promise.all([this.polling, this.pruning])
     await Promise.all([...this.chains.values()].map((c) => c.catch(() => undefined)))
     await this.core.close()
     await this.log.close()
@@ -201,6 +210,11 @@ export class ReplicatedMemoryStore implements MemoryStore {
           // Only a database recreated under a running replica does this; its next start makes the copy again.
           throw new BurrowError('STORE_UNAVAILABLE', `The memory database no longer holds the history this replica copied for its tenant.`)
         }
+        if (changes.forgotten)
+          this.logger.warn(
+            { tenant, gone: changes.removed.length },
+            'deletions this copy had not replayed were forgotten by the database: its copy of the tenant was compared with the database',
+          )
         await applyChanges(this.core, tenant, changes, vectors)
         this.confirmed.set(tenant, started)
       })
@@ -217,6 +231,20 @@ export class ReplicatedMemoryStore implements MemoryStore {
     return this.catchUp(tenant).catch((err: unknown) =>
       this.logger.warn({ err }, 'a memory deletion is committed, but the local copy could not follow yet: the next poll does'),
     )
+  }
+
+  /** Forgets old deletions in the background (one run at a time); a failure is logged and the next run tries again. */
+  private prune(): void {
+    if (this.closing) return
+    this.pruning ??= this.log
+      .pruneDeletions()
+      .then(
+        (n) => {
+          if (n > 0) this.logger.info({ deletions: n }, 'forgot memory deletions past their retention')
+        },
+        (err: unknown) => this.logger.warn({ err }, 'forgetting old memory deletions failed: the next run tries again'),
+      )
+      .finally(() => (this.pruning = undefined))
   }
 
   /** One read of the counters of every tenant in use; the tenants whose counters moved catch up. Never rejects. */

@@ -15,6 +15,15 @@ export interface PgMemoryLogOptions {
 }
 
 const WHAT = 'memory entries'
+/**
+ * How long a deletion stays recorded for replicas to replay. A local copy that has not caught up
+ * for longer (a replica stopped for a week, its data directory kept) is compared with the
+ * database's labels instead (`changes`, `forgotten`): one read of the tenant's labels, no entry
+ * embedded again.
+ */
+export const DELETION_RETENTION_MS = 7 * 24 * 3_600_000
+/** Deletions forgotten per transaction: each holds its tenants' rows for a moment only. */
+const PRUNE_BATCH = 5_000
 
 /** The entry as stored in `record` (json): what MemoryEntry has beyond tenant, id and session. */
 interface Record_ {
@@ -165,16 +174,26 @@ export class PgMemoryLog implements MemoryLog {
     return this.access.read(
       () =>
         this.tx(async (c) => {
-          const head = await c.query('SELECT incarnation, next, deletions FROM memory_tenants WHERE tenant = $1', [tenant])
-          if (head.rows.length === 0) return { incarnation: '', next: 0, deletions: 0, removed: [], added: [], blocks: [] }
+          const head = await c.query('SELECT incarnation, next, deletions, pruned FROM memory_tenants WHERE tenant = $1', [tenant])
+          if (head.rows.length === 0)
+            return { incarnation: '', next: 0, deletions: 0, removed: [], forgotten: false, added: [], blocks: [] }
           const h = headOf(head.rows[0])
-          const removed =
-            h.deletions > since.deletions
+          // Deletions the caller has not seen were forgotten: the labels it may hold are checked against the live ones.
+          const forgotten = since.next > 0 && since.deletions < Number(head.rows[0].pruned)
+          const removed = forgotten
+            ? (
+                await c.query(
+                  `SELECT g AS label FROM generate_series(0::bigint, $2::bigint - 1) AS g
+                   WHERE NOT EXISTS (SELECT 1 FROM memory_entries e WHERE e.tenant = $1 AND e.label = g) ORDER BY g`,
+                  [tenant, since.next],
+                )
+              ).rows.map((r) => Number(r.label))
+            : h.deletions > since.deletions
               ? (
                   await c.query('SELECT label FROM memory_deletions WHERE tenant = $1 AND seq > $2 ORDER BY seq', [tenant, since.deletions])
                 ).rows.map((r) => Number(r.label))
               : []
-          if (h.next <= since.next) return { ...h, removed, added: [], blocks: [] }
+          if (h.next <= since.next) return { ...h, removed, forgotten, added: [], blocks: [] }
           const added = await c.query(
             'SELECT label, id, session_id, len, record FROM memory_entries WHERE tenant = $1 AND label >= $2 ORDER BY label',
             [tenant, since.next],
@@ -186,12 +205,56 @@ export class PgMemoryLog implements MemoryLog {
           return {
             ...h,
             removed,
+            forgotten,
             added: added.rows.map((row) => loggedOf(tenant, row)),
             blocks: blocks.rows.map((row) => ({ first: Number(row.first), postings: row.postings as Buffer })),
           }
         }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'),
       WHAT,
     )
+  }
+
+  /**
+   * Deletions recorded before `retentionMs` ago go, `batch` at a time (the oldest first, by the
+   * index on `at`); each tenant's `pruned` rises to the highest seq forgotten, and every deletion of
+   * the tenant up to it goes with them, so the recorded ones are exactly those after `pruned`.
+   * Replicas may run it at once: a row gone under one is skipped by the other, and `pruned` only rises.
+   */
+  async pruneDeletions(retentionMs = DELETION_RETENTION_MS, batch = PRUNE_BATCH): Promise<number> {
+    let total = 0
+    for (;;) {
+      const { found, gone } = await this.access.write(
+        () =>
+          this.tx(async (c) => {
+            const old = await c.query(
+              `SELECT tenant, max(seq) AS seq, count(*)::int AS n FROM
+                 (SELECT tenant, seq FROM memory_deletions WHERE at < now() - make_interval(secs => $1) ORDER BY at LIMIT $2) o
+               GROUP BY tenant ORDER BY tenant`,
+              [retentionMs / 1000, batch],
+            )
+            const found = old.rows.reduce((n, r) => n + Number(r.n), 0)
+            if (found === 0) return { found, gone: 0 }
+            const tenants = old.rows.map((r) => String(r.tenant))
+            const seqs = old.rows.map((r) => Number(r.seq))
+            // The tenants' rows in order, as adds and deletions take them, so a commit over several cannot deadlock with this.
+            await c.query('SELECT 1 FROM memory_tenants WHERE tenant = ANY($1) ORDER BY tenant FOR UPDATE', [tenants])
+            await c.query(
+              `UPDATE memory_tenants t SET pruned = GREATEST(t.pruned, u.seq)
+               FROM unnest($1::text[], $2::bigint[]) AS u(tenant, seq) WHERE t.tenant = u.tenant`,
+              [tenants, seqs],
+            )
+            const gone = await c.query(
+              `DELETE FROM memory_deletions d USING unnest($1::text[], $2::bigint[]) AS u(tenant, seq)
+               WHERE d.tenant = u.tenant AND d.seq <= u.seq`,
+              [tenants, seqs],
+            )
+            return { found, gone: gone.rowCount ?? 0 }
+          }),
+        'the memory deletions prune',
+      )
+      total += gone
+      if (found < batch) return total
+    }
   }
 
   entries(tenant: string, q: { after: number; limit: number; sessionId?: string | undefined }): Promise<LoggedEntry[]> {

@@ -12,7 +12,9 @@
  *   may hold characters `text`/`jsonb` refuse).
  * - `memory_postings`: the keyword postings, one compact block per add per tenant, rewritten
  *   without an entry's terms when it is deleted (see src/memory/posting-blocks.ts).
- * - `memory_deletions`: every deletion by (tenant, seq), for replicas to replay.
+ * - `memory_deletions`: every deletion by (tenant, seq), for replicas to replay. Since migration 5
+ *   (pg-schema.ts) each has its time, and those past a retention are forgotten (PgMemoryLog
+ *   `pruneDeletions`; `memory_tenants.pruned` is the last seq forgotten).
  * - `memory_deleted_sessions`: sessions whose memories were deleted; nothing is added to them again.
  */
 export const MEMORY_MIGRATION: { version: number; description: string; sql: string } = {

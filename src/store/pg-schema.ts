@@ -112,6 +112,16 @@ CREATE TABLE session_usage (
     // Existing sessions are rewritten to the split layout, then `sessions.record` is dropped.
     after: splitSnapshots,
   },
+  {
+    version: 5,
+    description: 'memory deletions are forgotten after a retention: when each was recorded, and per tenant the last one forgotten',
+    // Existing deletions get the migration's time as theirs (a constant default: no table rewrite).
+    sql: `
+ALTER TABLE memory_deletions ADD COLUMN at timestamptz NOT NULL DEFAULT now();
+CREATE INDEX memory_deletions_by_age ON memory_deletions (at);
+ALTER TABLE memory_tenants ADD COLUMN pruned bigint NOT NULL DEFAULT 0;
+`,
+  },
 ]
 
 /** The schema version this code writes. */
