@@ -100,6 +100,31 @@ t.test('a version-2 database gains the idempotency claim columns, its records ke
   t.same((await p.query('SELECT key, owner, pending_until FROM idempotency')).rows, [{ key: 'k', owner: null, pending_until: null }])
 })
 
+t.test(
+  'a version-4 database gains the deletion times and the pruned counter, its deletions kept and timed from the migration',
+  async (t) => {
+    const db = await tempDatabase(t, 'migrate')
+    const p = pool(t, db.url)
+    await migrate(p, MIGRATIONS.slice(0, 4))
+    await p.query(`INSERT INTO memory_tenants (tenant, next, deletions) VALUES ('t', 3, 2)`)
+    await p.query(`INSERT INTO memory_deletions VALUES ('t', 1, 0), ('t', 2, 2)`)
+    const before = (await p.query('SELECT now() AS at')).rows[0].at as Date
+    t.same(await migrate(p), { from: 4, to: SCHEMA_VERSION, applied: ALL.slice(4) })
+    const kept = (await p.query('SELECT seq, label, at FROM memory_deletions ORDER BY seq')).rows
+    t.same(
+      kept.map((r) => [Number(r.seq), Number(r.label)]),
+      [
+        [1, 0],
+        [2, 2],
+      ],
+    )
+    for (const r of kept) t.ok((r.at as Date).getTime() >= before.getTime(), 'a deletion already recorded counts from the migration')
+    t.same((await p.query('SELECT tenant, deletions, pruned FROM memory_tenants')).rows, [{ tenant: 't', deletions: '2', pruned: '0' }])
+    const ix = await p.query("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_deletions_by_age'")
+    t.match(ix.rows[0]?.indexdef, /ON public\.memory_deletions USING btree \(at\)/, 'old deletions are found by their index')
+  },
+)
+
 t.test('a migration that fails applies nothing of the run, and releases the lock', async (t) => {
   const db = await tempDatabase(t, 'migrate')
   const p = pool(t, db.url)
