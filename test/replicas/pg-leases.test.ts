@@ -4,6 +4,7 @@
 // the other, and what it tries to commit when it wakes is refused, the log staying consistent; the
 // cut-off turn's client gets STORE_UNAVAILABLE (reason lease_lost), as JSON or as its stream's last frame.
 import t from 'tap'
+import { BurrowClient, BurrowError, type EventEnvelope } from '../../src/client/index.js'
 import { checkHistory } from '../../src/core/messages.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually, sleep } from '../helpers/harness.js'
@@ -122,21 +123,33 @@ t.test('a streamed turn cut off by a takeover ends its stream with the problem: 
   const A = new Api(a.url)
   const B = new Api(b.url)
   const id = await A.createSession({ model: 'openai:gpt-4o-mini' })
+  const viaSdk = await A.createSession({ model: 'openai:gpt-4o-mini' })
   const before = fake.requests.length
-  // The model never finishes: only losing the lease ends A's turn (its renewal finds it gone).
+  // The model never finishes: only losing the lease ends A's turns (its renewal finds it gone).
   fake.enqueue({ text: 'never finished', hang: 'body' })
+  fake.enqueue({ text: 'never finished either', hang: 'body' })
   const stream = await A.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'one' } })
   t.equal(stream.status, 200)
   const started = (await stream.until((f) => f.event === 'turn_started', 10_000)).at(-1)!
-  await eventually(() => fake.requests.length > before, 5000)
+  // The same through the SDK's streamed turn, on a second session.
+  const seenBySdk: EventEnvelope[] = []
+  const sdkTurn = new BurrowClient({ baseUrl: a.url }).startTurn(viaSdk, { input: 'one' }, { onEvent: (e) => seenBySdk.push(e) }).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+  await eventually(() => fake.requests.length >= before + 2, 5000)
   a.child.kill('SIGSTOP')
   await sleep(1500) // past A's lease
-  fake.enqueue({ text: 'on B' })
-  const onB = await eventually(async () => {
-    const r = await B.turn(id, { input: 'two' })
-    return r.status === 200 ? r : undefined
-  }, 5000)
+  const takeOver = async (session: string, text: string) => {
+    fake.enqueue({ text })
+    return eventually(async () => {
+      const r = await B.turn(session, { input: 'two' })
+      return r.status === 200 ? r : undefined
+    }, 5000)
+  }
+  const onB = await takeOver(id, 'on B')
   t.match(onB!.body, { turn: 2, status: 'completed' }, 'B closed the cut-off turn and ran its own')
+  t.match((await takeOver(viaSdk, 'on B, the other session'))!.body, { turn: 2, status: 'completed' })
   a.child.kill('SIGCONT')
   const rest = await stream.until((f) => f.event === 'stream_closed', 10_000)
   t.notOk(
@@ -152,6 +165,14 @@ t.test('a streamed turn cut off by a takeover ends its stream with the problem: 
   })
   t.match(last.data.data.problem.detail, `Session ${id} was taken over by another replica`)
   t.equal(await stream.next(5000), null, 'and the stream ends there')
+  const sdkErr = await sdkTurn
+  t.ok(sdkErr instanceof BurrowError, 'the SDK rejects')
+  t.match(sdkErr, { code: 'STORE_UNAVAILABLE', data: { reason: 'lease_lost' }, message: `Session ${viaSdk} was taken over` })
+  t.same(
+    seenBySdk.filter((e) => e.type !== 'text_delta').map((e) => e.type),
+    ['turn_started'],
+    'its onEvent saw the stored events only, not the control frame',
+  )
   t.equal((await A.get('/readyz')).status, 200, 'A stays ready')
 
   const log = await storedLog(db, id)
