@@ -21,6 +21,7 @@ import { BurrowError, isErrorCode } from '../core/errors.js'
 import type { EventData, EventEnvelope, Usage } from '../core/events.js'
 import { textOf, type Message, type ToolResultBlock } from '../core/messages.js'
 import type { TurnResult } from '../core/wire.js'
+import { problemError } from './transport.js'
 
 export type TurnOutcome = { kind: 'result'; result: TurnResult } | { kind: 'failed'; error: BurrowError }
 
@@ -163,7 +164,9 @@ export interface TurnRead {
 }
 
 /**
- * Reads a turn's SSE response to its end: every envelope goes to `onEvent` as it arrives.
+ * Reads a turn's SSE response to its end: every envelope goes to `onEvent` as it arrives. A turn
+ * cut off with no stored end (its events could not be stored) ends with a `stream_closed` frame
+ * holding the problem document: the outcome is that error, as the JSON form would have thrown.
  * A failed body read (a reset connection, a timeout) is returned as `broken`; an exception
  * thrown by `onEvent` propagates as is (after the response is closed).
  */
@@ -180,6 +183,12 @@ export async function readTurnStream(res: Response, onEvent: (e: EventEnvelope) 
         e = JSON.parse(m.data) as EventEnvelope
       } catch (err) {
         bad = err
+        return
+      }
+      if (m.event === 'stream_closed') {
+        // The turn was cut off with no stored end: the server's last frame holds the problem document.
+        const problem = (e as unknown as { data?: { problem?: unknown } }).data?.problem
+        if (problem && typeof problem === 'object') outcome = { kind: 'failed', error: problemError(problem as Record<string, unknown>) }
         return
       }
       onEvent(e)

@@ -154,6 +154,23 @@ export function storeUnavailable(err: unknown, what: string): BurrowError {
   )
 }
 
+/**
+ * `STORE_UNAVAILABLE` for work cut off because this process lost the session's lease: another
+ * replica took the session over, and the fencing token of this process's writes is no longer the
+ * newest, so none of them can be stored. The same answer whether the store refused a commit or a
+ * lease renewal found the lease gone first (`data.reason` = `lease_lost`, for clients that want to
+ * tell it from an outage). Not SESSION_BUSY: the work had started, and nothing says a turn is
+ * running now; a 503 says what is true — this replica could not make the work durable — and asks
+ * for the retry that works on any replica.
+ */
+export function leaseLost(sessionId: string): BurrowError {
+  return new BurrowError(
+    'STORE_UNAVAILABLE',
+    `Session ${sessionId} was taken over by another replica: this replica lost its lease (it could not renew it in time), so what the work did after that was not stored. The replica holding the session now records the cut-off turn as failed; retry the request.`,
+    { reason: 'lease_lost' },
+  )
+}
+
 /** `STORE_UNAVAILABLE` for a read the store could not answer (a database that cannot be reached), keeping the cause for the logs. */
 export function storeUnreachable(err: unknown, what: string): BurrowError {
   if (err instanceof BurrowError && err.code === 'STORE_UNAVAILABLE') return err

@@ -3,6 +3,7 @@ import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
 import type {
   Capabilities,
+  Problem,
   CompactionOutcome,
   CreateSession,
   InterruptResult,
@@ -42,6 +43,12 @@ export interface CallContext {
 export type StreamControl =
   | { type: 'stream_truncated'; session_id: string | null; data: { requested_after: number; first_seq: number; reason: string } }
   | { type: 'stream_closed'; session_id: string | null; data: { reason: 'slow_consumer' | 'shutdown' | 'session_deleted' } }
+  /**
+   * The last frame of a turn's own stream when the turn ended with an error no stored event reports
+   * (its events could not be stored: the store failed, or another replica took the session over):
+   * the problem document the same request would have answered without a stream.
+   */
+  | { type: 'stream_closed'; session_id: string; data: { reason: 'error'; problem: Problem } }
 
 export type StreamFrame = { kind: 'event'; event: EventEnvelope } | { kind: 'control'; control: StreamControl }
 

@@ -1,4 +1,4 @@
-import { BurrowError } from '../core/errors.js'
+import { BurrowError, leaseLost } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import type { SessionLease, SessionLeases } from '../core/stores.js'
 import type { LiveSession } from './live-session.js'
@@ -88,9 +88,8 @@ export class LeaseKeeper {
         if (kept || this.held.get(h.session.id) !== h) return
         this.stop(h)
         this.logger.error({ session_id: h.session.id, token: lease.token }, 'lost the lease of a session to another replica')
-        h.session.running?.signal.abort(
-          new BurrowError('STORE_UNAVAILABLE', 'This replica lost the lease of the session (it could not renew it in time).'),
-        )
+        // The answer a refused commit gives too (pg-commit-writer.ts), whichever of the two comes first.
+        h.session.running?.signal.abort(leaseLost(h.session.id))
       },
       // The database may be back before the lease expires; while it is not, commits fail by themselves.
       (err: unknown) => this.logger.warn({ err, session_id: h.session.id }, 'a session lease could not be renewed'),

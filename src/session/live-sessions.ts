@@ -132,13 +132,15 @@ export class LiveSessions {
     this.hub.drop(id, control)
   }
 
-  /** Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them, INTERNAL for a conflict. */
+  /** Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them (also when another replica took the session over: reason `lease_lost`), INTERNAL for a conflict. */
   async settle(session: LiveSession): Promise<void> {
     try {
       await session.settled()
     } catch (err) {
       const e = toBurrowError(err)
-      if (e.code === 'STORE_UNAVAILABLE') this.opts.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
+      if (e.data?.reason === 'lease_lost')
+        this.opts.logger.warn({ session_id: session.id }, 'lost the lease of a session to another replica: its events were refused')
+      else if (e.code === 'STORE_UNAVAILABLE') this.opts.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
       else this.opts.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
       throw e
     }

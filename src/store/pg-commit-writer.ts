@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { storeUnavailable } from '../core/errors.js'
+import { BurrowError, leaseLost, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
@@ -66,8 +66,10 @@ ${EVENTS}`
  *
  * A write is all or nothing. One that fails rejects its commits and those queued behind it (their
  * events no longer follow the stored log); a connection failure is `STORE_UNAVAILABLE` and makes
- * the store unhealthy, a log that does not end where the batch starts (or a newer fencing token)
- * is a conflict.
+ * the store unhealthy; a newer fencing token on the session is `STORE_UNAVAILABLE` with reason
+ * `lease_lost` (another replica took the session over: errors.ts `leaseLost`); a log that does not
+ * end where the batch starts, or a stored history other than the one the batch extends, is a
+ * conflict (an Error: INTERNAL).
  */
 export class PgCommitWriter {
   private readonly lanes = new Map<string, Lane>()
@@ -142,10 +144,10 @@ export class PgCommitWriter {
     lane.queued = null
     if (q && err === undefined) return this.start(sid, lane, q)
     if (this.lanes.get(sid) === lane) this.lanes.delete(sid)
-    if (q)
-      q.reject(
-        storeUnavailable(new Error(`an earlier write of the session failed (${(err as Error).message})`), `events of session ${sid}`),
-      )
+    if (!q) return
+    // Fenced out, the commits behind are too, for the same reason: they get the same answer.
+    if (err instanceof BurrowError && err.data?.reason === 'lease_lost') return q.reject(err)
+    q.reject(storeUnavailable(new Error(`an earlier write of the session failed (${(err as Error).message})`), `events of session ${sid}`))
   }
 
   /** One statement: the events and what the snapshot as it is now adds to the stored one (the live record: serialized here, synchronously). */
@@ -212,14 +214,37 @@ export class PgCommitWriter {
       throw storeUnavailable(err, `events of session ${sid}`)
     }
     this.health.succeeded()
-    if (written !== n) throw conflict(sid, first)
+    if (written !== n) throw await this.refusal(s.config.tenant, sid, first, q.fence)
+  }
+
+  /**
+   * Why a write stored nothing: another replica's lease (a newer fencing token on the session's
+   * row), or a log or history this process had wrong. One read, on this path only: the statement
+   * itself cannot say which of its conditions failed. `fence` only grows, so a newer token read
+   * after the refusal was there at the refusal or came after it — either way the session is
+   * another replica's now, and none of this process's writes under its old token can land.
+   */
+  private async refusal(tenant: string, sid: string, first: number, fence: number): Promise<Error> {
+    let row: { fence: string; last_seq: string } | undefined
+    try {
+      const r = await this.pool.query({ name: 'burrow_commit_refusal', text: REFUSAL, values: [tenant, sid] })
+      row = r.rows[0] as typeof row
+    } catch (err) {
+      if (isConnectionError(err)) this.health.failed(err)
+      return storeUnavailable(err, `events of session ${sid}`)
+    }
+    if (row && Number(row.fence) > fence) return leaseLost(sid)
+    const at = row ? `seq ${row.last_seq}` : 'no session'
+    return new Error(
+      `commit out of order for ${sid}: the batch starts at seq ${first}, the stored log has ${at} (or the stored history is not the one the commit extends)`,
+    )
   }
 }
 
+const REFUSAL = 'SELECT fence, last_seq FROM sessions WHERE tenant = $1 AND session_id = $2'
+
 function conflict(sid: string, first: number): Error {
-  return new Error(
-    `commit out of order for ${sid}: the stored log does not end at seq ${first - 1} (or a newer fencing token has written, or the stored history is not the one the commit extends)`,
-  )
+  return new Error(`commit out of order for ${sid}: the stored log already holds seq ${first} or after`)
 }
 
 function queued(events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {

@@ -1,8 +1,10 @@
 // Two real server processes on one PostgreSQL database: one turn at a time per session across
 // them (SESSION_BUSY from the other replica), a replica's cached session revalidated against the
 // log before a turn, and fencing — a replica frozen (SIGSTOP) past its lease loses the session to
-// the other, and what it tries to commit when it wakes is refused, the log staying consistent.
+// the other, and what it tries to commit when it wakes is refused, the log staying consistent; the
+// cut-off turn's client gets STORE_UNAVAILABLE (reason lease_lost), as JSON or as its stream's last frame.
 import t from 'tap'
+import { BurrowClient, BurrowError, type EventEnvelope } from '../../src/client/index.js'
 import { checkHistory } from '../../src/core/messages.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually, sleep } from '../helpers/harness.js'
@@ -73,9 +75,15 @@ t.test('a replica frozen past its lease loses the session: its commits are refus
   const t0 = Date.now()
   const refused = await stale
   t.comment(`A answered ${Date.now() - t0} ms after it woke`)
-  t.not(refused.status, 200, 'A could not complete a turn it no longer held')
-  t.ok(['STORE_UNAVAILABLE', 'INTERNAL'].includes(refused.body.code), `A answered ${refused.body.code}`)
-  await eventually(() => a.lines.some((l) => /lost the lease|could not be stored/.test(l.msg ?? '')), 5000)
+  t.equal(refused.status, 503, 'A could not complete a turn it no longer held: 503, not 500')
+  t.match(refused.body, { code: 'STORE_UNAVAILABLE', data: { reason: 'lease_lost' } }, 'the code says the store refused it, the reason why')
+  t.match(refused.body.detail, `Session ${id} was taken over by another replica`)
+  await eventually(() => a.lines.some((l) => /lost the lease/.test(l.msg ?? '')), 5000)
+  t.notOk(
+    a.lines.some((l) => l.level >= 50 && /could not be stored|turn failed/.test(l.msg ?? '')),
+    'not logged as an internal error',
+  )
+  t.equal((await A.get('/readyz')).status, 200, 'a fencing refusal is no outage: A stays ready')
 
   const log = await storedLog(db, id)
   t.same(
@@ -108,4 +116,89 @@ t.test('a replica frozen past its lease loses the session: its commits are refus
   t.match(sentByA.at(-3), /three$/)
   t.notOk(sentByA.includes('too late'))
   t.equal(a.child.exitCode, null, 'A is still running')
+})
+
+t.test('a streamed turn cut off by a takeover ends its stream with the problem: STORE_UNAVAILABLE, lease_lost', async (t) => {
+  const { a, b, db } = await twoReplicas(t, { prefix: 'leases', leaseMs: 1000, llmUrl: fake.url })
+  const A = new Api(a.url)
+  const B = new Api(b.url)
+  const id = await A.createSession({ model: 'openai:gpt-4o-mini' })
+  const viaSdk = await A.createSession({ model: 'openai:gpt-4o-mini' })
+  const before = fake.requests.length
+  // The model never finishes: only losing the lease ends A's turns (its renewal finds it gone).
+  fake.enqueue({ text: 'never finished', hang: 'body' })
+  fake.enqueue({ text: 'never finished either', hang: 'body' })
+  const stream = await A.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'one' } })
+  t.equal(stream.status, 200)
+  const started = (await stream.until((f) => f.event === 'turn_started', 10_000)).at(-1)!
+  // The same through the SDK's streamed turn, on a second session.
+  const seenBySdk: EventEnvelope[] = []
+  const sdkTurn = new BurrowClient({ baseUrl: a.url }).startTurn(viaSdk, { input: 'one' }, { onEvent: (e) => seenBySdk.push(e) }).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+  await eventually(() => fake.requests.length >= before + 2, 5000)
+  a.child.kill('SIGSTOP')
+  await sleep(1500) // past A's lease
+  const takeOver = async (session: string, text: string) => {
+    fake.enqueue({ text })
+    return eventually(async () => {
+      const r = await B.turn(session, { input: 'two' })
+      return r.status === 200 ? r : undefined
+    }, 5000)
+  }
+  const onB = await takeOver(id, 'on B')
+  t.match(onB!.body, { turn: 2, status: 'completed' }, 'B closed the cut-off turn and ran its own')
+  t.match((await takeOver(viaSdk, 'on B, the other session'))!.body, { turn: 2, status: 'completed' })
+  a.child.kill('SIGCONT')
+  const rest = await stream.until((f) => f.event === 'stream_closed', 10_000)
+  t.notOk(
+    rest.some((f) => ['turn_completed', 'turn_failed', 'turn_requires_action'].includes(f.event)),
+    'no end of the turn that the log does not hold',
+  )
+  const last = rest.at(-1)!
+  t.equal(last.id, undefined, 'a control frame: no seq')
+  t.match(last.data, {
+    type: 'stream_closed',
+    session_id: id,
+    data: { reason: 'error', problem: { status: 503, code: 'STORE_UNAVAILABLE', data: { reason: 'lease_lost' } } },
+  })
+  t.match(last.data.data.problem.detail, `Session ${id} was taken over by another replica`)
+  t.equal(await stream.next(5000), null, 'and the stream ends there')
+  const sdkErr = await sdkTurn
+  t.ok(sdkErr instanceof BurrowError, 'the SDK rejects')
+  t.match(sdkErr, { code: 'STORE_UNAVAILABLE', data: { reason: 'lease_lost' }, message: `Session ${viaSdk} was taken over` })
+  t.same(
+    seenBySdk.filter((e) => e.type !== 'text_delta').map((e) => e.type),
+    ['turn_started'],
+    'its onEvent saw the stored events only, not the control frame',
+  )
+  t.equal((await A.get('/readyz')).status, 200, 'A stays ready')
+
+  const log = await storedLog(db, id)
+  t.same(
+    log.map((e) => e.seq),
+    log.map((_, i) => i + 1),
+    'gapless',
+  )
+  t.same(
+    log.filter((e) => e.turn === 1).map((e) => [e.seq, e.type, e.data.reason]),
+    [
+      [Number(started.id), 'turn_started', undefined],
+      [Number(started.id) + 1, 'turn_failed', 'process_restarted'],
+    ],
+    'turn 1: the start A streamed, then B’s close',
+  )
+  t.same(
+    log.filter((e) => e.turn === 2).map((e) => e.type),
+    ['turn_started', 'assistant_message', 'turn_completed'],
+  )
+  t.equal(checkHistory((await B.get(`/v1/sessions/${id}`)).body.messages), null, 'the history is valid for a provider')
+  // A takes the next turn with B's in its history.
+  fake.enqueue({ text: 'A again' })
+  t.match((await A.turn(id, { input: 'three' })).body, { turn: 3, status: 'completed' })
+  const sentByA = fake.requests.at(-1)!.body.messages.map((m: any) => m.content)
+  t.same(sentByA.slice(-2), ['on B', 'three'], 'with B’s turn in it')
+  t.match(sentByA.at(-3), /two$/)
+  t.notOk(sentByA.includes('never finished'))
 })

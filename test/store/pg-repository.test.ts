@@ -2,7 +2,7 @@
 // refuses a gap or a stale fencing token (another process may have written), a lease has one
 // holder and fences out one whose lease expired, text round-trips exactly, and delete leaves no
 // row of the session in any table. A database of its own per test.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import pg from 'pg'
 import { BurrowError } from '../../src/core/errors.js'
 import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
@@ -54,24 +54,62 @@ t.test('a second process that does not know the log cannot write a gap or a dupl
   t.equal(await a.events.lastSeq(log.id), stored.length + ok.events.length)
 })
 
-t.test('a commit carrying an older fencing token than the last one stored is refused', async (t) => {
+/** A commit refused because a newer fencing token wrote: STORE_UNAVAILABLE that says the session was taken over. */
+async function fencedOut(t: Test, p: Promise<void>, id: string, what: string): Promise<void> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  t.ok(err instanceof BurrowError, `${what}: a BurrowError`)
+  t.match(
+    err,
+    { code: 'STORE_UNAVAILABLE', data: { reason: 'lease_lost' }, message: `Session ${id} was taken over by another replica` },
+    `${what}: STORE_UNAVAILABLE (lease_lost), saying so`,
+  )
+  t.equal((err as BurrowError).status, 503)
+}
+
+t.test('a commit carrying an older fencing token than the last one stored is refused: STORE_UNAVAILABLE, taken over', async (t) => {
   const { db, direct } = await setup(t)
   let token = 5
   const repo = await open(db.url)
   t.teardown(() => repo.close())
   const log = new SessionLog(sessionId(2))
   for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record, token)
-  t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '5')
+  const row = async () => (await direct.query('SELECT fence, last_seq, head::text FROM sessions')).rows[0]
+  const before = await row()
+  t.match(before, { fence: '5', last_seq: String(log.record!.last_seq) })
+  const stored = await repo.events.readAfter(log.id, 0)
+
+  // Under the current token, a batch that does not follow the log is a conflict, not a takeover.
+  const stale = new SessionLog(log.id)
+  stale.add(0, { type: stored[0]!.type, data: stored[0]!.data })
+  const dup = stale.turn('a stale view, same token')
+  const conflict = await repo.commit(dup.events, dup.record, token).then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  t.match(conflict, /out of order/, 'a seq conflict')
+  t.notOk(conflict instanceof BurrowError, 'stays an internal error (INTERNAL at the surfaces)')
+
+  // A replica that lost its lease: its commit, and the one queued behind it, are refused as taken over.
   token = 4
-  const stale = log.turn('from a replica that lost its lease')
-  await t.rejects(repo.commit(stale.events, stale.record, token), /fencing token/)
-  t.equal(await repo.events.lastSeq(log.id), stale.events[0]!.seq - 1, 'nothing of it stored')
+  const cut = log.turn('from a replica that lost its lease')
+  const behind = log.turn('queued behind it')
+  const first = repo.commit(cut.events, cut.record, token)
+  const second = repo.commit(behind.events, behind.record, token)
+  await fencedOut(t, first, log.id, 'the refused commit')
+  await fencedOut(t, second, log.id, 'the commit queued behind it')
+  t.same(await repo.events.readAfter(log.id, 0), stored, 'nothing of either stored')
+  t.same(await row(), before, 'the session row untouched')
+  t.ok(repo.writable(), 'a fencing refusal is not an outage: the store stays healthy')
+
   token = 6
   const retry = new SessionLog(log.id)
-  for (const e of await repo.events.readAfter(log.id, 0)) retry.add(e.turn, { type: e.type, data: e.data })
+  for (const e of stored) retry.add(e.turn, { type: e.type, data: e.data })
   const fresh = retry.turn('the new owner')
   await repo.commit(fresh.events, fresh.record, token)
-  t.equal((await direct.query('SELECT fence FROM sessions')).rows[0].fence, '6')
+  t.equal((await row()).fence, '6')
 })
 
 t.test('leases: one holder at a time; an expired one is taken with a newer token, and its holder can no longer commit', async (t) => {
@@ -99,7 +137,7 @@ t.test('leases: one holder at a time; an expired one is taken with a newer token
   t.match(second, { token: 2, lastSeq: one.record.last_seq, previousOwner: 'replica-a' })
   t.equal(await first.renew(), false, 'a learns it lost the lease')
   const stale = log.turn('from a, after it lost the lease')
-  await t.rejects(a.commit(stale.events, stale.record, first.token), /fencing token/)
+  await fencedOut(t, a.commit(stale.events, stale.record, first.token), log.id, 'a, fenced out')
   t.equal(await b.events.lastSeq(log.id), one.record.last_seq, 'nothing of it stored')
   const fresh = new SessionLog(log.id)
   for (const e of await b.events.readAfter(log.id, 0)) fresh.add(e.turn, { type: e.type, data: e.data })

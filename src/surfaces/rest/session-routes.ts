@@ -2,6 +2,8 @@ import type {} from '@fastify/sse'
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { toBurrowError } from '../../core/errors.js'
+import type { EventType } from '../../core/events.js'
 import type { SessionService } from '../../core/session-service.js'
 import {
   ArchiveResultSchema,
@@ -17,9 +19,13 @@ import {
   TurnResultSchema,
 } from '../../core/wire.js'
 import { callContext } from '../http/call-context.js'
+import { problemOf } from '../http/problem.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
-import { eventText } from './sse-frames.js'
+import { eventText, frameText } from './sse-frames.js'
 import type { RestMetrics } from './rest-metrics.js'
+
+/** The events a turn's stream ends with when the turn's end is stored. */
+const TURN_ENDS = new Set<EventType>(['turn_completed', 'turn_failed', 'turn_requires_action'])
 
 const TurnResponses = (extra: Parameters<typeof errors>) => ({
   200: Type.Unsafe({
@@ -85,16 +91,26 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
     if (!reply.sse) return service[op](req.params.id, req.body, ctx)
     metrics.sseOpened()
     reply.sse.onClose(() => metrics.sseClosed())
+    let ended = false
     // The turn's own events are bounded by the turn, so they are written without waiting on the reader.
     ctx.onEvent = (e) => {
       if (!reply.sse.isConnected) return
       reply.sse.sendHeaders()
       reply.raw.write(eventText(e))
+      if (TURN_ENDS.has(e.type)) ended = true
     }
     try {
       await service[op](req.params.id, req.body, ctx)
     } catch (err) {
       if (!reply.raw.headersSent) throw err // refused before the turn began: a plain problem response
+      // Cut off with no stored end (its events could not be stored — the store failed, or another replica
+      // took the session over): the stream still ends saying why, with the JSON form's problem document.
+      if (!ended && reply.sse.isConnected) {
+        const problem = problemOf(toBurrowError(err), ctx.requestId)
+        reply.raw.write(
+          frameText({ kind: 'control', control: { type: 'stream_closed', session_id: req.params.id, data: { reason: 'error', problem } } }),
+        )
+      }
     }
   }
 
