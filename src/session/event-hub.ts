@@ -142,6 +142,11 @@ export class EventHub {
     return this.published.get(sessionId)
   }
 
+  /** The last stored seq of the session known here to be committed (published here or not), if the hub remembers one. */
+  knownSeq(sessionId: string): number | undefined {
+    return this.known.get(sessionId)
+  }
+
   /** Whether a subscriber here would receive the session's events now (of the session, or of `tenant`). */
   listening(sessionId: string, tenant: string): boolean {
     const ch = this.channels.get(sessionId)
@@ -154,6 +159,18 @@ export class EventHub {
    */
   passed(sessionId: string, last: number): void {
     remember(this.published, sessionId, last)
+    remember(this.known, sessionId, last)
+    const ch = this.channels.get(sessionId)
+    if (ch) ch.recent = new RecentEvents(this.opts.bufferSize)
+  }
+
+  /**
+   * The session was loaded again from the store at `last` (another replica wrote it): the replay
+   * buffer, which misses those events, starts afresh. Its subscribers stay — what they miss comes
+   * from the feed, or from the log when this replica's next event arrives first (Subscription.push).
+   * What was published here is not moved on: the feed still publishes the events it has to.
+   */
+  reloaded(sessionId: string, last: number): void {
     remember(this.known, sessionId, last)
     const ch = this.channels.get(sessionId)
     if (ch) ch.recent = new RecentEvents(this.opts.bufferSize)
@@ -178,26 +195,30 @@ export class EventHub {
   /**
    * A subscription to one session: registered for live events first (so none can slip
    * between), then — when `after` is given and behind `lastSeq` — replaying stored events
-   * page by page, with `stream_truncated` first if the replay cannot start at `after + 1`.
+   * page by page, with `stream_truncated` first if the replay cannot start at `after + 1`. Without
+   * `after`, `start` (when given) is where the subscriber stands: what is known stored past it is
+   * replayed the same way, and a live event that does not follow it is preceded by the missing ones.
    */
   async subscribeSession(
     sessionId: string,
     after: number | undefined,
     lastSeq: number,
     load: (from: number, limit: number) => Promise<EventEnvelope[]>,
+    start?: number,
   ): Promise<Subscription> {
     const ch = this.channels.get(sessionId)
     if (!ch) throw new Error(`no channel for ${sessionId}`)
     // The caller's record may be behind commits another replica made: what the hub heard counts too.
     lastSeq = Math.max(lastSeq, this.known.get(sessionId) ?? 0)
     const sub = new Subscription(this.opts.queueLimit, (s) => ch.subs.delete(s), sessionId, this.scheduleWake)
-    sub.fillGapsFrom(load, REPLAY_PAGE, after)
+    const from = after ?? start
+    sub.fillGapsFrom(load, REPLAY_PAGE, from)
     ch.subs.add(sub)
-    if (after === undefined || after >= lastSeq) return sub
+    if (from === undefined || from >= lastSeq) return sub
     try {
-      const first = await load(after, REPLAY_PAGE)
+      const first = await load(from, REPLAY_PAGE)
       const firstSeq = first[0]?.seq ?? lastSeq + 1
-      if (firstSeq > after + 1) {
+      if (after !== undefined && firstSeq > after + 1) {
         sub.control({
           type: 'stream_truncated',
           session_id: sessionId,

@@ -15,19 +15,31 @@ export class EventReplay {
     private readonly log: EventStore,
   ) {}
 
-  /** Stored events after `from`, at most `limit`. */
+  /**
+   * Stored events after `from`, at most `limit`. The buffer answers when it holds them all: from
+   * `from + 1` on, and up to `limit` of them or to the last seq the hub knows to be stored. On one
+   * process that is where the buffer ends; with replicas the buffer can lag it — a session loaded
+   * again from the store after another replica wrote it is ahead of what the change feed published here.
+   */
   async page(id: string, from: number, limit: number): Promise<EventEnvelope[]> {
+    const last = this.hub.knownSeq(id) ?? 0
     const start = this.hub.bufferStart(id)
-    if (start !== null && start <= from + 1) return this.hub.buffered(id, from).slice(0, limit)
+    if (start !== null && start <= from + 1) {
+      const buffered = this.hub.buffered(id, from).slice(0, limit)
+      if (buffered.length >= limit || (buffered.at(-1)?.seq ?? from) >= last) return buffered
+    }
     const stored = await this.log.readAfter(id, from, Infinity, limit)
     if (stored.length > 0) return stored
     return start === null ? [] : this.hub.buffered(id, from).slice(0, limit) // no log (ephemeral): what the buffer has
   }
 
-  /** A subscription to a session's events after `after` (replayed from here, then live), up to `lastSeq` stored so far. */
-  async subscribe(id: string, after: number | undefined, lastSeq: number): ReturnType<EventHub['subscribeSession']> {
+  /**
+   * A subscription to a session's events after `after` (replayed from here, then live), up to `lastSeq`
+   * stored so far; without `after`, live from `start` when given (EventHub.subscribeSession).
+   */
+  async subscribe(id: string, after: number | undefined, lastSeq: number, start?: number): ReturnType<EventHub['subscribeSession']> {
     try {
-      return await this.hub.subscribeSession(id, after, lastSeq, (from, limit) => this.page(id, from, limit))
+      return await this.hub.subscribeSession(id, after, lastSeq, (from, limit) => this.page(id, from, limit), start)
     } catch (err) {
       throw toBurrowError(err)
     }

@@ -71,10 +71,7 @@ export class LiveSessions {
     if (lease.lastSeq !== s.record.last_seq) {
       const stored = await this.repo.sessions.get(s.id)
       if (!stored) throw new BurrowError('SESSION_NOT_FOUND', `Session ${s.id} not found.`)
-      // Another replica wrote the session: what this process buffered of its events has a gap now.
-      this.hub.drop(s.id)
-      this.hub.open(s.id, s.tenant)
-      s.record = stored
+      this.reloaded(s, stored)
     }
     if (s.running || s.record.open_turn?.state !== 'running') return
     // Run here under the previous lease: its events stopped reaching the store (closeAbandonedTurn). Else its replica died.
@@ -95,6 +92,62 @@ export class LiveSessions {
       return s
     }
     return this.load(tenant, id)
+  }
+
+  /**
+   * The caller's live session for a read (a view, an event page, a stream, notes). With a store
+   * several processes share, a cached session is first checked against the stored last seq (one
+   * indexed query) and loaded again when another replica wrote past it, so a read shows every turn
+   * acknowledged anywhere before it. Not while work runs on it here: that work revalidated under the
+   * session's lease, so nobody else writes and the live record is ahead of the store or equal to it.
+   * Without leases this process is the only writer: the cache is the truth, and nothing is read.
+   */
+  current(tenant: string, id: string): LiveSession | Promise<LiveSession> {
+    const s = this.live.get(id)
+    if (!this.keeper || !s || s.tenant !== tenant || s.broken || s.running) return this.get(tenant, id)
+    return this.checked(s)
+  }
+
+  private async checked(s: LiveSession): Promise<LiveSession> {
+    const last = await this.repo.events.lastSeq(s.id)
+    if (last === 0) return this.deletedElsewhere(s)
+    if (last > s.record.last_seq) {
+      const stored = await this.repo.sessions.get(s.id)
+      if (!stored) return this.deletedElsewhere(s)
+      // Work that began here meanwhile revalidates by itself, and a concurrent reload may have gone
+      // further: the record only ever moves forward, and never under running work.
+      if (!s.running && stored.last_seq > s.record.last_seq) this.reloaded(s, stored)
+    }
+    s.lastActive = Date.now()
+    return s
+  }
+
+  /**
+   * Where a stream of the session without Last-Event-ID stands when it begins, for a session `current`
+   * returned: with leases and no work running here, the last seq stored (or published here, when that
+   * is behind), so events other replicas commit after it reach the stream even when this replica's
+   * own next event comes first (they are read from the log). Otherwise undefined: its first event
+   * positions it (work here publishes in order, and nothing else writes the session meanwhile).
+   */
+  streamStart(s: LiveSession): number | undefined {
+    if (!this.keeper || s.running) return undefined
+    return Math.min(s.record.last_seq, this.hub.publishedSeq(s.id) ?? Infinity)
+  }
+
+  /** Another replica deleted the session: it goes from memory too, its subscribers told why. */
+  private deletedElsewhere(s: LiveSession): never {
+    if (this.live.get(s.id) === s) this.forget(s.id, { type: 'stream_closed', session_id: s.id, data: { reason: 'session_deleted' } })
+    throw new BurrowError('SESSION_NOT_FOUND', `Session ${s.id} not found.`)
+  }
+
+  /**
+   * Replaces a cached record with the stored one another replica wrote past it. The subscribers of
+   * the session stay: each knows the last seq it delivered and reads what it misses from the log
+   * (Subscription.fillGapsFrom); only the hub's replay buffer, which misses those events, starts afresh.
+   */
+  private reloaded(s: LiveSession, stored: SessionRecord): void {
+    this.hub.reloaded(s.id, stored.last_seq)
+    s.record = stored
   }
 
   /** A new session: its `session_created` is committed (the listeners told), then it is live. Not yet published. */

@@ -148,7 +148,7 @@ export class LocalSessionService implements SessionService {
   async read(id: string, ctx: CallContext): Promise<SessionView> {
     const tenant = this.authenticate(ctx)
     this.repo.requirePersistence()
-    const s = await this.sessions.get(tenant, id)
+    const s = await this.sessions.current(tenant, id)
     return toView(s.record, s.running !== null)
   }
 
@@ -231,8 +231,8 @@ export class LocalSessionService implements SessionService {
       }
       return sub
     }
-    const session = await this.sessions.get(tenant, id)
-    const sub = await this.replay.subscribe(session.id, opts.after, session.record.last_seq)
+    const session = await this.sessions.current(tenant, id)
+    const sub = await this.replay.subscribe(session.id, opts.after, session.record.last_seq, this.sessions.streamStart(session))
     // Shutdown began while the session loaded: the hub closed its streams already, so this one ends now, told why.
     if (this.shuttingDown) sub.closeWith({ type: 'stream_closed', session_id: session.id, data: { reason: 'shutdown' } })
     return sub
@@ -240,7 +240,7 @@ export class LocalSessionService implements SessionService {
 
   async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {
     const tenant = this.authenticate(ctx)
-    const session = await this.sessions.get(tenant, id)
+    const session = await this.sessions.current(tenant, id)
     return this.replay.eventPage(session.id, q.after, q.limit, session.record.last_seq)
   }
 
@@ -248,7 +248,7 @@ export class LocalSessionService implements SessionService {
 
   async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {
     const tenant = this.authenticate(ctx)
-    const s = await this.sessions.get(tenant, id)
+    const s = await this.sessions.current(tenant, id)
     return s.record.notes.map((n) => ({ ...n }))
   }
 

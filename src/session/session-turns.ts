@@ -40,7 +40,7 @@ export class SessionTurns {
    */
   async resume(tenant: string, id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
     if (req.input === undefined && req.tool_results === undefined) {
-      const s = await this.parts.sessions.get(tenant, id)
+      const s = await this.parts.sessions.current(tenant, id)
       const last = s.record.messages[s.record.messages.length - 1]
       if (!last || last.role !== 'user')
         throw invalidRequest('body', "needs 'input' or 'tool_results': the history does not end with a user message to answer")

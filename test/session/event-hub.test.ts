@@ -155,3 +155,30 @@ t.test('a remote event of a session without a channel here reaches its tenant’
   other.close()
   tenant.close()
 })
+
+t.test('a session loaded again after another replica wrote it: its subscribers stay, and get every event once, in order', async (t) => {
+  const hub = new EventHub({ bufferSize: 10, queueLimit: 100, replicated: true })
+  const log = [1, 2, 3, 4, 5, 6].map((n) => ev('s', n))
+  const reads: number[] = []
+  const load = async (after: number, limit: number) => {
+    reads.push(after)
+    return log.filter((e) => e.seq > after).slice(0, limit)
+  }
+  hub.open('s', 't')
+  hub.publish(ev('s', 1))
+  hub.publish(ev('s', 2))
+  // Started live at seq 2 (no Last-Event-ID), before the other replica's 3..5.
+  const live = await hub.subscribeSession('s', undefined, 2, load, 2)
+  t.same(reads, [], 'nothing to replay at the start')
+  hub.reloaded('s', 5)
+  t.equal(hub.bufferStart('s'), null, 'the replay buffer, which misses 3..5, starts afresh')
+  t.equal(hub.subscriberCount('s'), 1, 'the subscriber stays')
+  // This replica's next event comes before the feed publishes 3..5: they are read from the log first.
+  hub.publish(ev('s', 6))
+  for (const n of [3, 4, 5]) hub.publishRemote(ev('s', n), 't')
+  t.same(seqs(await take(live, 4)), [3, 4, 5, 6])
+  t.same(reads, [2])
+  hub.publish(ev('s', 7))
+  t.same(seqs(await take(live, 1)), [7], 'still live, nothing twice')
+  live.close()
+})
