@@ -89,11 +89,13 @@ t.test('postgres: backends terminated again and again during turns', async (t) =
   let lost = 0
   let acknowledged = 0
   for (const id of ids) {
-    const log = (await again.get(`/v1/sessions/${id}/event-log?after=0&limit=1000`)).body.events as Array<{
-      seq: number
-      type: string
-      data: any
-    }>
+    // The whole log, page by page (a quiet machine acknowledges over a thousand events per session).
+    const log: Array<{ seq: number; type: string; data: any }> = []
+    for (;;) {
+      const page = (await again.get(`/v1/sessions/${id}/event-log?after=${log.at(-1)?.seq ?? 0}&limit=1000`)).body
+      log.push(...page.events)
+      if (page.events.length === 0 || log.at(-1)!.seq >= page.last_seq) break
+    }
     t.ok(
       log.every((e, i) => e.seq === i + 1),
       'the log is gapless',
