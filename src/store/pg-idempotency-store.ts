@@ -169,10 +169,22 @@ export class PgIdempotencyStore implements IdempotencyStore {
   }
 }
 
+/** Marks a caller key stored as its JSON text (see `keyColumn`). */
+const ESCAPED = '\u0001'
+
+/**
+ * The caller's own key as the `key` column holds it. A header value cannot hold NUL, but a
+ * JSON-RPC `idempotency_key` can, and a text column cannot: such a key is stored as the marker
+ * followed by its JSON text (which has no NUL), and so is a key that starts with the marker itself,
+ * so no two keys share a row. Every other key is kept as it is (the rows written before this).
+ */
+function keyColumn(k: string): string {
+  return k.includes('\u0000') || k.startsWith(ESCAPED) ? ESCAPED + JSON.stringify(k) : k
+}
+
 function split(key: string): [string, string, string] {
   const a = key.indexOf('\u0000')
   const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
   if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  // The caller's own key may hold anything but NUL (a header value cannot): kept as it is.
-  return [key.slice(0, a), key.slice(a + 1, b), key.slice(b + 1)]
+  return [key.slice(0, a), key.slice(a + 1, b), keyColumn(key.slice(b + 1))]
 }
