@@ -159,10 +159,17 @@ export class PgIdempotencyStore implements IdempotencyStore {
     )
   }
 
-  /** Drops expired records (at start-up and periodically). */
+  /**
+   * Drops expired records (at start-up and periodically), and the claims older than the TTL that
+   * nobody renews any more: a replica that died running a call whose key is never retried leaves
+   * one, and no claim or put would ever replace it. A live claim is renewed, so never dropped.
+   */
   async sweep(): Promise<number> {
     const r = await this.db.write(
-      () => this.pool.query('DELETE FROM idempotency WHERE created_at <= $1 AND pending_until IS NULL', [Date.now() - this.ttlMs]),
+      () =>
+        this.pool.query('DELETE FROM idempotency WHERE created_at <= $1 AND (pending_until IS NULL OR pending_until <= now())', [
+          Date.now() - this.ttlMs,
+        ]),
       'the idempotency sweep',
     )
     return r.rowCount ?? 0
