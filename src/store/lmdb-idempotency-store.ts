@@ -2,6 +2,7 @@ import * as lmdb from 'lmdb'
 import type { Database } from 'lmdb'
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { WriteHealth } from '../core/write-health.js'
+import { storedIdempotencyKey } from './idempotency-key.js'
 
 // lmdb-js's key encoder (ordered-binary's), exported at run time though its typings leave it out.
 const encodeKey = (lmdb as unknown as { keyValueToBuffer(key: string): Uint8Array }).keyValueToBuffer
@@ -42,17 +43,18 @@ export class LmdbIdempotencyStore implements IdempotencyStore {
   ) {}
 
   async get(key: string): Promise<IdempotencyRecord | undefined> {
-    const r = this.db.get(key) as IdempotencyRecord | undefined
+    const stored = storedIdempotencyKey(key)
+    const r = this.db.get(stored) as IdempotencyRecord | undefined
     if (r && Date.now() - r.created_at >= this.ttlMs) {
       // Housekeeping on a read path: a store that cannot write must not fail the read.
-      this.write(() => this.db.remove(key), 'an expired idempotency record').catch(() => undefined)
+      this.write(() => this.db.remove(stored), 'an expired idempotency record').catch(() => undefined)
       return undefined
     }
     return r
   }
 
   put(key: string, record: IdempotencyRecord): Promise<void> {
-    return this.write(() => this.db.put(key, record), 'the idempotency record')
+    return this.write(() => this.db.put(storedIdempotencyKey(key), record), 'the idempotency record')
   }
 
   deletePrefix(prefix: string): Promise<void> {

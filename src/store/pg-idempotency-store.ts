@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { PgAccess } from './pg-access.js'
+import { storedCallerKey } from './idempotency-key.js'
 
 // Insert if absent, in one statement: a new key, an expired record, or a claim whose replica
 // stopped renewing it becomes this replica's claim; otherwise the row as it stands is returned
@@ -176,22 +177,9 @@ export class PgIdempotencyStore implements IdempotencyStore {
   }
 }
 
-/** Marks a caller key stored as its JSON text (see `keyColumn`). */
-const ESCAPED = '\u0001'
-
-/**
- * The caller's own key as the `key` column holds it. A header value cannot hold NUL, but a
- * JSON-RPC `idempotency_key` can, and a text column cannot: such a key is stored as the marker
- * followed by its JSON text (which has no NUL), and so is a key that starts with the marker itself,
- * so no two keys share a row. Every other key is kept as it is (the rows written before this).
- */
-function keyColumn(k: string): string {
-  return k.includes('\u0000') || k.startsWith(ESCAPED) ? ESCAPED + JSON.stringify(k) : k
-}
-
 function split(key: string): [string, string, string] {
   const a = key.indexOf('\u0000')
   const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
   if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  return [key.slice(0, a), key.slice(a + 1, b), keyColumn(key.slice(b + 1))]
+  return [key.slice(0, a), key.slice(a + 1, b), storedCallerKey(key.slice(b + 1))]
 }
