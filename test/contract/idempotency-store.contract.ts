@@ -41,6 +41,11 @@ const ODD_KEYS = [
   '\u0000',
   '\u0001"x"',
   'x'.repeat(255),
+  // Long keys (64 characters and more are written differently by lmdb-js) with control characters and a lone surrogate.
+  `\u0010${'y'.repeat(70)}`,
+  `\u0004\u001b${'z'.repeat(70)}`,
+  `\ud800${'w'.repeat(70)}`,
+  `\ufffd${'w'.repeat(70)}`,
 ]
 
 const ok = (value: unknown, created_at = Date.now(), fingerprint = 'fp-1'): IdempotencyRecord => ({
@@ -172,7 +177,8 @@ export function idempotencyStoreContract(t: Test, factory: IdempotencyStoreFacto
       t.equal(opts.shared, false, 'a shared store keeps records other processes read: it must be swept')
       return
     }
-    const old = [0, 1, 2].map((i) => idempotencyKey('acme', S1, `old-${i}-0f8fad5b-d9cb-469f-a165-70867728950e`))
+    // Long keys too (a UUID), and one with a control character (a JSON-RPC key may hold them).
+    const old = ['0f8fad5b-d9cb-469f-a165-70867728950e', `\u0010${'y'.repeat(70)}`, 'old'].map((k) => idempotencyKey('acme', S1, k))
     const young = [0, 1].map((i) => idempotencyKey('acme', S2, `young-${i}`))
     for (const key of old) await store.put(key, ok(key, Date.now() - 2 * ttlMs))
     for (const key of young) await store.put(key, ok(key))
