@@ -1,6 +1,10 @@
 import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 
-/** In-process idempotency records, expiring after `ttlMs` and capped at `max` (oldest first out). */
+/**
+ * In-process idempotency records, expiring after `ttlMs` and capped at `max` (oldest first out).
+ * Records are copied in and out, as the stores that serialize them do: a caller that changes a
+ * value it put or was given back (a replayed result) must not change what a later retry gets.
+ */
 export class MemoryIdempotencyStore implements IdempotencyStore {
   private readonly records = new Map<string, IdempotencyRecord>()
 
@@ -15,12 +19,12 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
       this.records.delete(key)
       return undefined
     }
-    return r
+    return r && structuredClone(r)
   }
 
   async put(key: string, record: IdempotencyRecord): Promise<void> {
     this.records.delete(key)
-    this.records.set(key, record)
+    this.records.set(key, structuredClone(record))
     while (this.records.size > this.max) this.records.delete(this.records.keys().next().value as string)
   }
 

@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { PgAccess } from './pg-access.js'
+import { storedCallerKey } from './idempotency-key.js'
 
 // Insert if absent, in one statement: a new key, an expired record, or a claim whose replica
 // stopped renewing it becomes this replica's claim; otherwise the row as it stands is returned
@@ -159,10 +160,17 @@ export class PgIdempotencyStore implements IdempotencyStore {
     )
   }
 
-  /** Drops expired records (at start-up and periodically). */
+  /**
+   * Drops expired records (at start-up and periodically), and the claims older than the TTL that
+   * nobody renews any more: a replica that died running a call whose key is never retried leaves
+   * one, and no claim or put would ever replace it. A live claim is renewed, so never dropped.
+   */
   async sweep(): Promise<number> {
     const r = await this.db.write(
-      () => this.pool.query('DELETE FROM idempotency WHERE created_at <= $1 AND pending_until IS NULL', [Date.now() - this.ttlMs]),
+      () =>
+        this.pool.query('DELETE FROM idempotency WHERE created_at <= $1 AND (pending_until IS NULL OR pending_until <= now())', [
+          Date.now() - this.ttlMs,
+        ]),
       'the idempotency sweep',
     )
     return r.rowCount ?? 0
@@ -173,6 +181,5 @@ function split(key: string): [string, string, string] {
   const a = key.indexOf('\u0000')
   const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
   if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  // The caller's own key may hold anything but NUL (a header value cannot): kept as it is.
-  return [key.slice(0, a), key.slice(a + 1, b), key.slice(b + 1)]
+  return [key.slice(0, a), key.slice(a + 1, b), storedCallerKey(key.slice(b + 1))]
 }
