@@ -257,6 +257,7 @@ export class LocalSessionService implements SessionService {
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
     return this.sessions.exclusive(s, async () => {
+      if (s.record.status === 'archived') throw archived(id) // archived on another replica: known once revalidated
       await notesAccess(s, s.record.turn_count, 'client', { key: 'params/key', value: 'body/value' }).setNote(key, value)
       await this.sessions.settle(s)
       return { ...s.record.notes.find((n) => n.key === key)! }
@@ -268,6 +269,7 @@ export class LocalSessionService implements SessionService {
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
     return this.sessions.exclusive(s, async () => {
+      if (s.record.status === 'archived') throw archived(id)
       const deleted = await notesAccess(s, s.record.turn_count, 'client').deleteNote(key)
       await this.sessions.settle(s)
       return deleted
