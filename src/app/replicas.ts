@@ -32,8 +32,12 @@ export async function linkReplicas(parts: {
 }): Promise<Replicas> {
   const { config, store, hub, sessions, logger } = parts
   const { PgChangeFeed } = await import('../store/pg-change-feed.js')
-  const incoming = new ReplicaFeed(hub, store.events, (err, sessionId) =>
-    logger.warn({ err, session_id: sessionId }, "another replica's events could not be read: its next commit catches up"),
+  const incoming = new ReplicaFeed(
+    hub,
+    store.events,
+    (err, sessionId) =>
+      logger.warn({ err, session_id: sessionId }, "another replica's events could not be read: its next commit catches up"),
+    (sessionId) => sessions.deletedRemotely(sessionId),
   )
   const feed: PgChangeFeed = new PgChangeFeed({
     url: config.databaseUrl!,
@@ -57,6 +61,7 @@ export async function linkReplicas(parts: {
       logger.warn({ err, session_id: sessionId }, 'a commit could not be announced to the other replicas')
     }
   })
+  store.onDeleted((tenant, sessionId) => feed.deleted(tenant, sessionId))
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
   const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
   return {

@@ -248,6 +248,12 @@ export class LiveSessions {
     return [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))
   }
 
+  /** Another replica said it deleted the session: its streams here end, and nothing of it is kept (its listeners ran there). */
+  deletedRemotely(id: string): void {
+    this.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
+    this.keeper?.forget(id)
+  }
+
   /** Tells the listeners that a session was deleted (after the repository purged it). */
   async deleted(id: string): Promise<void> {
     this.keeper?.forget(id)

@@ -23,6 +23,8 @@ export class ReplicaFeed {
     private readonly hub: EventHub,
     private readonly log: EventStore,
     private readonly onError: (err: unknown, sessionId: string) => void,
+    /** Another replica deleted the session: this replica forgets it and ends its streams. */
+    private readonly onDeleted: (sessionId: string) => void,
   ) {}
 
   committed(tenant: string, sessionId: string, first: number, last: number): void {
@@ -32,6 +34,10 @@ export class ReplicaFeed {
   delta(tenant: string, sessionId: string, turn: number, seq: number, at: string, text: string): void {
     const e: EventEnvelope<'text_delta'> = { seq, session_id: sessionId, turn, type: 'text_delta', at, data: { text } }
     this.then(sessionId, () => this.hub.publishRemote(e, tenant))
+  }
+
+  deleted(_tenant: string, sessionId: string): void {
+    this.then(sessionId, () => this.onDeleted(sessionId))
   }
 
   watching(): ReturnType<EventHub['watching']> {

@@ -20,9 +20,11 @@ const RESEND_FOR_MS = 30_000
 /** After the listener was down, sessions changed since (down − this) are caught up: leaves room for clocks apart. */
 const CLOCK_SLACK_MS = 10_000
 
-/** A message on the feed channel: a commit (`c`) or a text delta (`d`). Short keys: payloads are small. */
+/** A message on the feed channel: a commit (`c`), a text delta (`d`) or a deletion (`x`). Short keys: payloads are small. */
 type FeedMessage =
-  { k: 'c'; t: string; s: string; f: number; l: number } | { k: 'd'; t: string; s: string; n: number; q: number; a: string; x: string }
+  | { k: 'c'; t: string; s: string; f: number; l: number }
+  | { k: 'd'; t: string; s: string; n: number; q: number; a: string; x: string }
+  | { k: 'x'; t: string; s: string }
 
 /** A message on the interrupt channel: a request (`i`), found (`f`: the replica runs it), done (`d`). */
 type InterruptMessage = { k: 'i'; id: string; t: string; s: string } | { k: 'f'; id: string; n: number } | { k: 'd'; id: string; n: number }
@@ -33,6 +35,8 @@ export interface ChangeFeedSink {
   committed(tenant: string, sessionId: string, first: number, last: number): void
   /** Another replica's text delta (after the stored event `seq`). */
   delta(tenant: string, sessionId: string, turn: number, seq: number, at: string, text: string): void
+  /** Another replica deleted the session. */
+  deleted(tenant: string, sessionId: string): void
   /** What local subscribers follow: what is caught up from the log after the listener reconnects. */
   watching(): { tenants: string[]; sessions: Array<{ sessionId: string; tenant: string }> }
 }
@@ -110,6 +114,11 @@ export class PgChangeFeed {
   /** A commit made here: other replicas are told. Never throws (it runs on the commit's path). */
   committed(tenant: string, sessionId: string, first: number, last: number): void {
     this.queue({ k: 'c', t: tenant, s: sessionId, f: first, l: last })
+  }
+
+  /** A session deleted here: other replicas end their streams of it and forget it. Never throws. */
+  deleted(tenant: string, sessionId: string): void {
+    this.queue({ k: 'x', t: tenant, s: sessionId })
   }
 
   /** A text delta made here: other replicas' subscribers get it. Never throws. */
@@ -288,7 +297,8 @@ export class PgChangeFeed {
 
   private deliver(m: FeedMessage): void {
     if (m.k === 'c') this.opts.sink.committed(m.t, m.s, m.f, m.l)
-    else this.opts.sink.delta(m.t, m.s, m.n, m.q, m.a, m.x)
+    else if (m.k === 'd') this.opts.sink.delta(m.t, m.s, m.n, m.q, m.a, m.x)
+    else this.opts.sink.deleted(m.t, m.s)
   }
 
   private interruptMessage(m: InterruptMessage): void {

@@ -60,6 +60,7 @@ export class PgSessionRepository implements SessionRepository {
   readonly projectionWriter: ProjectionWriterLease
   private readonly writer: PgCommitWriter
   private closing: Promise<void> | null = null
+  private deletedListener: ((tenant: string, sessionId: string) => void) | null = null
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -97,6 +98,11 @@ export class PgSessionRepository implements SessionRepository {
 
   writable(): boolean {
     return this.db.writable()
+  }
+
+  /** Tells `listener` of every session deletion once PostgreSQL committed it (the change feed). */
+  onDeleted(listener: (tenant: string, sessionId: string) => void): void {
+    this.deletedListener = listener
   }
 
   /** Tells `listener` of every commit once PostgreSQL committed it (the replicas' change feed sends its NOTIFY). */
@@ -241,6 +247,7 @@ export class PgSessionRepository implements SessionRepository {
   async deleteSession(sessionId: string, tenant: string): Promise<void> {
     await this.writer.settledFor(sessionId)
     await this.db.write(() => this.pool.query(PURGE, [tenant, sessionId]), `session ${sessionId}`)
+    this.deletedListener?.(tenant, sessionId)
   }
 
   /** Drops idempotency records older than their TTL. */

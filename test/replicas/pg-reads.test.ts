@@ -145,3 +145,16 @@ t.test('a note change on a replica that cached the session before another archiv
   t.equal(del.body.code, 'SESSION_ARCHIVED')
   t.match((await B.get(`/v1/sessions/${id}/notes`)).body.notes, [{ key: 'k', value: 'before' }], 'the note is unchanged')
 })
+
+t.test('a session deleted on one replica ends its streams on the other at once, with no read there', async (t) => {
+  const { a, b } = await twoReplicas(t, { prefix: 'readsdel', leaseMs: 3000, llmUrl: fake.url })
+  const A = new Api(a.url)
+  const B = new Api(b.url)
+  const id = await A.createSession({ model: 'openai:gpt-4o-mini' })
+  const live = await A.sse(`/v1/sessions/${id}/events`)
+  t.teardown(() => live.close())
+  t.equal((await B.call('DELETE', `/v1/sessions/${id}`)).status, 204, 'deleted on B')
+  const frames = await live.until((f) => f.event === 'stream_closed', 5_000)
+  t.match(frames.at(-1)!.data, { type: 'stream_closed', data: { reason: 'session_deleted' } }, "A's stream of the session ends, told why")
+  t.equal((await A.get(`/v1/sessions/${id}`)).status, 404, 'and A no longer has it')
+})
