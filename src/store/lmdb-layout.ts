@@ -3,7 +3,16 @@ import type { EventEnvelope } from '../core/events.js'
 import type { Message } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs } from './lmdb-dbs.js'
-import { historyPartJson, resolveHistoryPart, usageChunk, usageTailStart, type HistoryPart, type TurnUsage } from './stored-history.js'
+import {
+  historyPartJson,
+  resolveHistoryPart,
+  scalarState,
+  usageChunk,
+  usageTailStart,
+  type HistoryPart,
+  type ScalarState,
+  type TurnUsage,
+} from './stored-history.js'
 
 export { USAGE_CHUNK, usageChunk, type TurnUsage } from './stored-history.js'
 
@@ -22,10 +31,7 @@ export function fromTuple(t: UsageTuple): TurnUsage {
 }
 
 /** The snapshot as stored: the record without what lives in other keys (configuration, notes, long lists). */
-export type Head = Omit<
-  SessionRecord,
-  'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn' | 'history_generation'
-> & {
+export type Head = ScalarState & {
   /** The record's `history_generation` (schema-3 heads written before rollbacks existed hold `compactions`, the same number). */
   message_count: number
   message_generation: number
@@ -181,28 +187,15 @@ export function readKnown(d: BurrowDbs, sid: string): Known | undefined {
   }
 }
 
-/** The head of a record: its scalar state, named field by field (cheaper than copying the record and deleting). */
+/** The head of a record: its scalar state and the LMDB layout's bookkeeping of its history and usage. */
 export function headOf(r: SessionRecord, messagesFrom: number): Head {
   const usage = r.usage_by_turn
-  const i = usageTailStart(usage)
   return {
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    status: r.status,
-    turn_count: r.turn_count,
-    last_seq: r.last_seq,
-    usage: r.usage,
-    tool_stats: r.tool_stats,
-    open_turn: r.open_turn,
-    last_input_tokens: r.last_input_tokens,
-    history_chars: r.history_chars,
-    session_boundary_index: r.session_boundary_index,
-    last_compaction_boundary_index: r.last_compaction_boundary_index,
-    compactions: r.compactions,
+    ...scalarState(r),
     message_count: r.messages.length,
     message_generation: r.history_generation,
     messages_from: messagesFrom,
-    usage_tail: usage.slice(i).map(toTuple),
+    usage_tail: usage.slice(usageTailStart(usage)).map(toTuple),
   }
 }
 

@@ -5,9 +5,11 @@ import {
   historyPartJson,
   replacesHistory,
   resolveHistoryPart,
+  scalarState,
   usageChunk,
   usageTailStart,
   type HistoryPart,
+  type ScalarState,
   type TurnUsage,
 } from './stored-history.js'
 
@@ -19,10 +21,8 @@ import {
 // the size of what it adds, not of the session.
 
 /** The record's scalar state, as stored in `sessions.head`. */
-export type PgHead = Omit<
-  SessionRecord,
-  'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn'
-> & {
+export type PgHead = ScalarState & {
+  history_generation: number
   /** Usage of the turns of the last chunk (the one still filling). */
   usage_tail: TurnUsage[]
 }
@@ -90,25 +90,9 @@ export function usageChunkRows(
   return { usageChunks, usageRows }
 }
 
-/** The head of a record, field by field (cheaper than copying the record and deleting). */
+/** The head of a record: its scalar state, its history's generation and the usage of its last chunk of turns. */
 export function pgHeadOf(r: SessionRecord, tailStart: number): PgHead {
-  return {
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    status: r.status,
-    turn_count: r.turn_count,
-    last_seq: r.last_seq,
-    usage: r.usage,
-    tool_stats: r.tool_stats,
-    open_turn: r.open_turn,
-    last_input_tokens: r.last_input_tokens,
-    history_chars: r.history_chars,
-    session_boundary_index: r.session_boundary_index,
-    last_compaction_boundary_index: r.last_compaction_boundary_index,
-    compactions: r.compactions,
-    history_generation: r.history_generation,
-    usage_tail: r.usage_by_turn.slice(tailStart),
-  }
+  return { ...scalarState(r), history_generation: r.history_generation, usage_tail: r.usage_by_turn.slice(tailStart) }
 }
 
 /** A session's row as `assembleRecord` reads it ($1: the session id). */

@@ -85,3 +85,28 @@ export function usageTailStart(usage: readonly TurnUsage[]): number {
   }
   return i
 }
+
+/** A record's scalar state: what both stores keep in a session's head, beside their own bookkeeping. */
+export type ScalarState = Omit<
+  SessionRecord,
+  'session_id' | 'config' | 'notes' | 'messages' | 'message_seqs' | 'message_turns' | 'usage_by_turn' | 'history_generation'
+>
+
+/** The scalar state of a record, named field by field (cheaper than copying the record and deleting). */
+export function scalarState(r: SessionRecord): ScalarState {
+  return {
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    status: r.status,
+    turn_count: r.turn_count,
+    last_seq: r.last_seq,
+    usage: r.usage,
+    tool_stats: r.tool_stats,
+    open_turn: r.open_turn,
+    last_input_tokens: r.last_input_tokens,
+    history_chars: r.history_chars,
+    session_boundary_index: r.session_boundary_index,
+    last_compaction_boundary_index: r.last_compaction_boundary_index,
+    compactions: r.compactions,
+  }
+}
