@@ -3,7 +3,7 @@ import { BurrowError, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
-import type { IdempotencyRecord, SessionRepository } from '../core/stores.js'
+import type { SessionRepository } from '../core/stores.js'
 import { toCreated, toView } from '../core/views.js'
 import type {
   Capabilities,
@@ -76,7 +76,7 @@ export class LocalSessionService implements SessionService {
       // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
       leases ? 3 * leases.durationMs : undefined,
     )
-    this.turns = new SessionTurns(parts, this.replay, this.idempotent.bind(this) as IdempotentRunner, () => this.refuseWhenShuttingDown())
+    this.turns = new SessionTurns(parts, this.replay, this.idempotent, () => this.refuseWhenShuttingDown())
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
   }
 
@@ -316,15 +316,7 @@ export class LocalSessionService implements SessionService {
 
   // ---- shared -------------------------------------------------------------------------
 
-  private idempotent<T>(
-    ctx: CallContext,
-    tenant: string,
-    op: string,
-    sessionId: string | null,
-    body: unknown,
-    run: () => Promise<T>,
-    onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>,
-  ): Promise<T> {
+  private readonly idempotent: IdempotentRunner = (ctx, tenant, op, sessionId, body, run, onReplay) => {
     if (!ctx.idempotencyKey) return run()
     return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
   }

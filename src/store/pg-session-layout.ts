@@ -18,7 +18,9 @@ import {
 // notes; the history lives with the events — each commit's first `events` row carries, in `m`, the
 // messages that commit appended (stored-history.ts), and `messages_from` names the row from which
 // the current history is read; earlier turns' usage sits in `session_usage` chunks. A commit writes
-// the size of what it adds, not of the session.
+// the size of what it adds, not of the session. `message_count` and `generation` are columns as
+// well as parts of the record: an appending commit's statement checks them, and PostgreSQL's json
+// operators cannot read a head whose text holds an escaped NUL.
 
 /** The record's scalar state, as stored in `sessions.head`. */
 export type PgHead = ScalarState & {

@@ -7,7 +7,7 @@ import t from 'tap'
 import { checkHistory } from '../../src/core/messages.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { Api, eventually } from '../helpers/harness.js'
-import { storedLog, twoReplicas } from './replicas.js'
+import { assertGapless, storedLog, twoReplicas } from './replicas.js'
 
 const LEASE_MS = 2000
 
@@ -103,11 +103,7 @@ t.test('kill -9 of a replica mid-turn: the other recovers its sessions within th
   t.same(inputs, acked, 'every acknowledged turn is in the log')
   for (const id of [shared, paused, cut, swept, returned]) {
     const log = await storedLog(db, id)
-    t.same(
-      log.map((e) => e.seq),
-      log.map((_, i) => i + 1),
-      'gapless',
-    )
+    assertGapless(t, log)
     fake.enqueue({ text: 'and on' })
     t.equal((await B.turn(id, { input: 'one more' })).status, 200)
     t.equal(checkHistory((await B.get(`/v1/sessions/${id}`)).body.messages), null)

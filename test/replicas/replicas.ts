@@ -21,6 +21,15 @@ export async function storedLog(db: pg.Client, id: string): Promise<StoredEvent[
   return r.rows.map((row) => ({ seq: Number(row.seq), turn: row.turn, type: row.type, data: row.data }))
 }
 
+/** The stored log's seqs run 1, 2, 3… with no gap. */
+export function assertGapless(t: Test, log: readonly StoredEvent[], what = 'gapless'): void {
+  t.same(
+    log.map((e) => e.seq),
+    log.map((_, i) => i + 1),
+    what,
+  )
+}
+
 /** A session's record as PostgreSQL holds it, read as the store reads it. */
 export async function storedRecord(db: pg.Client, id: string): Promise<SessionRecord> {
   const row = (await db.query(SESSION_ROW_SQL, [id])).rows[0]

@@ -21,6 +21,18 @@ async function setup(t: Parameters<typeof tempDatabase>[0]) {
   return { db, direct }
 }
 
+/** Two repositories on one database as two replicas hold them (leases of 1 s), closed at `t`'s teardown. */
+async function twoProcesses(t: Parameters<typeof tempDatabase>[0], url: string) {
+  const opts = { url, poolSize: 2, idempotencyTtlMs: 3_600_000, leaseMs: 1000 }
+  const a = await PgSessionRepository.open({ ...opts, replicaId: 'replica-a' })
+  const b = await PgSessionRepository.open({ ...opts, replicaId: 'replica-b' })
+  t!.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  return { a, b }
+}
+
 t.test('a second process that does not know the log cannot write a gap or a duplicate seq', async (t) => {
   const { db } = await setup(t)
   const a = await open(db.url)
@@ -114,13 +126,7 @@ t.test('a commit carrying an older fencing token than the last one stored is ref
 
 t.test('leases: one holder at a time; an expired one is taken with a newer token, and its holder can no longer commit', async (t) => {
   const { db } = await setup(t)
-  const opts = { url: db.url, poolSize: 2, idempotencyTtlMs: 3_600_000, leaseMs: 1000 }
-  const a = await PgSessionRepository.open({ ...opts, replicaId: 'replica-a' })
-  const b = await PgSessionRepository.open({ ...opts, replicaId: 'replica-b' })
-  t.teardown(async () => {
-    await a.close()
-    await b.close()
-  })
+  const { a, b } = await twoProcesses(t, db.url)
   const log = new SessionLog(sessionId(4))
   const created = log.create()
   await a.commit(created.events, created.record)
@@ -151,13 +157,7 @@ t.test('leases: one holder at a time; an expired one is taken with a newer token
 
 t.test('the projection writer lease: one holder, renewed while held, taken once expired or released', async (t) => {
   const { db, direct } = await setup(t)
-  const opts = { url: db.url, poolSize: 2, idempotencyTtlMs: 3_600_000, leaseMs: 1000 }
-  const a = await PgSessionRepository.open({ ...opts, replicaId: 'replica-a' })
-  const b = await PgSessionRepository.open({ ...opts, replicaId: 'replica-b' })
-  t.teardown(async () => {
-    await a.close()
-    await b.close()
-  })
+  const { a, b } = await twoProcesses(t, db.url)
   const row = async () => (await direct.query("SELECT owner, token::int FROM leases WHERE tenant = ''")).rows
   t.equal(await a.projectionWriter.hold(), true, 'free: a takes it')
   t.equal(await b.projectionWriter.hold(), false, 'held by a')
