@@ -202,6 +202,11 @@ export class HnswMemoryStore implements MemoryStore {
     return this.core.cache.covered(tenant)
   }
 
+  /** Vector searches answered through the search lane so far (search-lane.ts; the rest went by message). */
+  laneAnswers(): number {
+    return this.core.cache.client.laneAnswers
+  }
+
   /** Stops the index worker as a crash would (for tests): logged, started again, indexes reopened; no call fails. */
   crashIndexWorker(): Promise<void> {
     return this.core.cache.crashWorker()

@@ -12,6 +12,7 @@ import type {
   ToWorker,
   WriteReply,
 } from './index-worker-protocol.js'
+import { LaneHost, LaneMemory, type LaneRequest } from './search-lane.js'
 
 /** Milliseconds of inserts between two turns of the worker's event loop (messages are also taken between inserts, see `poll`). */
 const SLICE_MS = 4
@@ -66,6 +67,8 @@ export class IndexHost {
   /** Messages taken by `poll` during a slice that must wait for its end (a flush: it inserts itself), with those after it. */
   private deferred: ToWorker[] = []
   private inserting = false
+  /** The search lane (search-lane.ts), when the main thread gave one. */
+  private readonly lane: LaneHost | undefined
 
   /**
    * `poll`: the next message waiting on the port, taken synchronously (receiveMessageOnPort);
@@ -76,11 +79,22 @@ export class IndexHost {
     private readonly post: (m: FromWorker, transfer?: ArrayBuffer[]) => void,
     private readonly poll: () => ToWorker | undefined = () => undefined,
     private readonly exit: (code: number) => void = () => undefined,
-  ) {}
+  ) {
+    this.lane = data.lane
+      ? new LaneHost(
+          new LaneMemory(data.lane, data.dim),
+          (req) => this.search(req),
+          (id, outcome) =>
+            outcome.ok ? this.post({ type: 'reply', id, ok: true, value: outcome.value }) : this.post(failure(id, outcome.err)),
+          () => this.takeWaiting(),
+        )
+      : undefined
+  }
 
   /** Handles one message from the main thread. */
   handle(m: ToWorker): void {
     if (m.type === 'exit') return this.exit(m.code)
+    if (m.type === 'wake') return this.lane?.check()
     this.receive(m)
   }
 
@@ -90,13 +104,7 @@ export class IndexHost {
       const [value, transfer] = this.answer(m)
       this.post({ type: 'reply', id: m.id, ok: true, value }, transfer)
     } catch (err) {
-      this.post({
-        type: 'reply',
-        id: m.id,
-        ok: false,
-        message: (err as Error).message,
-        ...(err instanceof HostError && err.broken ? { broken: true } : {}),
-      })
+      this.post(failure(m.id, err))
     }
   }
 
@@ -132,22 +140,7 @@ export class IndexHost {
       this.report(m.key, h)
     }
     if (m.type === 'search') {
-      let found
-      try {
-        found = h.index.search(Array.from(m.vector), m.k, undefined, m.ef)
-      } catch (err) {
-        throw new HostError(`searching the index failed: ${(err as Error).message}`, true)
-      }
-      const reply: SearchReply = {
-        labels: new Float64Array(found.length),
-        scores: new Float64Array(found.length),
-        covered: h.index.covered,
-        epoch: h.epoch,
-      }
-      found.forEach((f, i) => {
-        reply.labels[i] = f.label
-        reply.scores[i] = f.score
-      })
+      const reply = this.searchHosted(h, m)
       return [reply, [reply.labels.buffer as ArrayBuffer, reply.scores.buffer as ArrayBuffer]]
     }
     if (m.type === 'score') {
@@ -166,6 +159,43 @@ export class IndexHost {
     }
     const reply: WriteReply = { ...h.index.write(this.data.dir, m.key), changes: h.index.dirty, epoch: h.epoch }
     return [reply]
+  }
+
+  /** A search asked through the lane: as one asked by message, once the inserts it may wait for are made. */
+  private search(req: LaneRequest): SearchReply {
+    const h = this.hosted.get(req.key)
+    if (!h) throw new HostError(`no index is open for ${req.key}`)
+    if (h.queue.length > 0 && queued(h) <= CATCH_UP_LABELS) {
+      this.insertSome(req.key, h, Infinity, false)
+      this.report(req.key, h)
+    }
+    return this.searchHosted(h, req)
+  }
+
+  private searchHosted(h: Hosted, m: { vector: Float64Array; k: number; ef?: number | undefined }): SearchReply {
+    let found
+    try {
+      found = h.index.search(Array.from(m.vector), m.k, undefined, m.ef)
+    } catch (err) {
+      throw new HostError(`searching the index failed: ${(err as Error).message}`, true)
+    }
+    const reply: SearchReply = {
+      labels: new Float64Array(found.length),
+      scores: new Float64Array(found.length),
+      covered: h.index.covered,
+      epoch: h.epoch,
+    }
+    found.forEach((f, i) => {
+      reply.labels[i] = f.label
+      reply.scores[i] = f.score
+    })
+    return reply
+  }
+
+  /** The messages waiting on the port, handled in order (between two inserts of a slice, as {@link handleWaiting} does). */
+  private takeWaiting(): void {
+    if (this.inserting) return this.handleWaiting()
+    for (let m = this.poll(); m; m = this.poll()) this.handle(m)
   }
 
   /**
@@ -250,6 +280,8 @@ export class IndexHost {
     }
     // Once one message waits for the slice's end, so do all after it.
     for (let m = this.deferred.length > 0 ? this.poll() : undefined; m; m = this.poll()) this.deferred.push(m)
+    // A lane request does not wait for the slice either (the worker may look awake to the main thread, which sent no wake).
+    this.lane?.check()
   }
 
   /** True when the queue is empty (or the index was replaced meanwhile). */
@@ -300,4 +332,14 @@ function queued(h: Hosted): number {
   let n = 0
   for (const b of h.queue) n += b.labels.length - b.at
   return n
+}
+
+function failure(id: number, err: unknown): FromWorker {
+  return {
+    type: 'reply',
+    id,
+    ok: false,
+    message: (err as Error).message,
+    ...(err instanceof HostError && err.broken ? { broken: true } : {}),
+  }
 }

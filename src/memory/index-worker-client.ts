@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { Logger } from '../core/logger.js'
-import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, WorkerEvent } from './index-worker-protocol.js'
+import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, SearchReply, WorkerEvent } from './index-worker-protocol.js'
+import { LaneClient, LaneMemory } from './search-lane.js'
 
 /**
  * Starts index-worker.js from the build, or index-worker.ts from the sources (tests, `npm run
@@ -74,6 +75,10 @@ export class IndexWorkerClient {
   private startedAt = 0
   private restartDelay = 0
   private restartTimer: NodeJS.Timeout | undefined
+  /** Searches answered through a search lane so far. */
+  laneAnswers = 0
+  /** The current worker's search lane (a new one per worker: a stopped worker may have left it mid-request). */
+  private lane: LaneClient | undefined
 
   constructor(
     private readonly data: IndexWorkerData,
@@ -97,6 +102,28 @@ export class IndexWorkerClient {
       w.postMessage({ ...msg, id }, transfer)
       this.updateRef()
     })
+  }
+
+  /**
+   * A nearest-neighbour search, answered exactly as {@link request} answers a `search`. With
+   * `lane` (the caller has no other search in flight) through the search lane when it is free
+   * (search-lane.ts: no message either way; this thread's event loop keeps turning, polling for
+   * the answer, instead of sleeping), else by message — under load, where this thread has other
+   * requests to serve meanwhile and polling would take CPU from them and from the worker.
+   */
+  search(req: { key: string; vector: readonly number[]; k: number; ef?: number | undefined }, lane = false): Promise<SearchReply> {
+    const id = ++this.nextId
+    const answered = (reply: SearchReply) => {
+      this.laneAnswers++
+      this.settle(id, reply)
+    }
+    if (lane && this.worker && this.lane?.ask(id, req, answered, () => this.pending.has(id)))
+      return new Promise<SearchReply>((resolve, reject) => {
+        this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+        this.updateRef()
+      })
+    const q = Float64Array.from(req.vector)
+    return this.request<SearchReply>({ type: 'search', key: req.key, vector: q, k: req.k, ef: req.ef }, [q.buffer])
   }
 
   /** A message without an answer; dropped when no worker runs (its indexes are opened again from LMDB and files). */
@@ -141,8 +168,10 @@ export class IndexWorkerClient {
       entry: new URL(ts ? './index-worker.ts' : './index-worker.js', import.meta.url).href,
       tsx: ts ? import.meta.resolve('tsx/esm/api') : undefined,
     }
-    const w = new Worker(BOOT, { eval: true, execArgv: [], workerData })
+    const lane = LaneMemory.create(this.data.dim)
+    const w = new Worker(BOOT, { eval: true, execArgv: [], workerData: { ...workerData, lane: lane.buffer } })
     this.worker = w
+    this.lane = new LaneClient(lane, () => w.postMessage({ type: 'wake' }))
     this.refd = true
     this.startedAt = performance.now()
     w.on('message', (m: FromWorker) => {
@@ -156,12 +185,18 @@ export class IndexWorkerClient {
 
   private receive(m: FromWorker): void {
     if (m.type !== 'reply') return this.events.event(m)
-    const p = this.pending.get(m.id)
+    if (m.ok) this.settle(m.id, m.value)
+    else this.settle(m.id, undefined, new IndexRequestError(m.message, m.broken === true))
+  }
+
+  /** Ends a pending request (once: a later answer to the same id finds nothing). */
+  private settle(id: number, value: unknown, err?: Error): void {
+    const p = this.pending.get(id)
     if (!p) return
-    this.pending.delete(m.id)
+    this.pending.delete(id)
     this.updateRef()
-    if (m.ok) p.resolve(m.value)
-    else p.reject(new IndexRequestError(m.message, m.broken === true))
+    if (err) p.reject(err)
+    else p.resolve(value)
   }
 
   private exited(w: Worker, code: number): void {

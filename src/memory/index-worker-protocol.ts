@@ -12,6 +12,8 @@ export interface IndexWorkerData {
   dir: string
   dim: number
   params: HnswParams
+  /** The search lane's shared memory (search-lane.ts); without it every search goes by message. */
+  lane?: SharedArrayBuffer | undefined
 }
 
 /** Requests carry an `id`; the worker answers each with one {@link Reply}. */
@@ -54,7 +56,12 @@ export interface ExitNotice {
   code: number
 }
 
-export type ToWorker = (IndexRequest & { id: number }) | IndexNotice | ExitNotice
+/** A lane request waits in the shared slot while the worker does not watch it (search-lane.ts). */
+export interface WakeNotice {
+  type: 'wake'
+}
+
+export type ToWorker = (IndexRequest & { id: number }) | IndexNotice | ExitNotice | WakeNotice
 
 export interface OpenReply {
   covered: number

@@ -61,7 +61,7 @@ export class TenantIndexCache {
   /** Tenant by key (the worker names tenants by key). */
   private readonly tenantOf = new Map<string, string>()
   private readonly tail = new VectorTail()
-  private readonly client: IndexWorkerClient
+  readonly client: IndexWorkerClient
   private readonly saves: IndexSaves
   private readonly feed: IndexFeed
   /** The vector side of searches (nearest, scoreLabels, complete). */

@@ -41,22 +41,27 @@ export class VectorSearch {
    * index, searched in the worker at `ef` (default efSearch), plus an exact scan of what it does
    * not cover yet — done here at once. The request leaves before this returns, so the caller's
    * own work (the keyword side) overlaps the worker's search; then it collects. Without the
-   * worker, the waiting vectors still answer.
+   * worker, the waiting vectors still answer. `lone`: no other search is in flight, so the
+   * request may take the search lane (search-lane.ts), whose answer this thread polls for.
    */
-  nearest(tenant: string, vector: readonly number[], k: number, ef?: number): { collect(): Promise<VectorSide> } {
+  nearest(tenant: string, vector: readonly number[], k: number, ef?: number, lone = false): { collect(): Promise<VectorSide> } {
     const st = this.c.open(tenant)
-    if (!st.loaded) return { collect: () => this.c.loaded(tenant).then((now) => this.ask(tenant, now, vector, k, ef)) }
-    const answer = this.ask(tenant, st, vector, k, ef)
+    if (!st.loaded) return { collect: () => this.c.loaded(tenant).then((now) => this.ask(tenant, now, vector, k, ef, lone)) }
+    const answer = this.ask(tenant, st, vector, k, ef, lone)
     return { collect: () => answer }
   }
 
   /** Asks the worker (synchronously, when it holds the index) and merges its answer with the waiting vectors it did not hold yet. */
-  private ask(tenant: string, st: TenantState, vector: readonly number[], k: number, ef: number | undefined): Promise<VectorSide> {
+  private ask(
+    tenant: string,
+    st: TenantState,
+    vector: readonly number[],
+    k: number,
+    ef: number | undefined,
+    lone: boolean,
+  ): Promise<VectorSide> {
     let asked: Promise<SearchReply> | undefined
-    if (st.loaded && this.c.client.running) {
-      const q = Float64Array.from(vector)
-      asked = this.c.client.request<SearchReply>({ type: 'search', key: st.key, vector: q, k, ef }, [q.buffer])
-    }
+    if (st.loaded && this.c.client.running) asked = this.c.client.search({ key: st.key, vector, k, ef }, lone)
     // What waits in memory now: the worker's answer says which of these it already held.
     return this.merged(tenant, st, asked, this.c.tail.scan(tenant, vector, st.covered), k)
   }

@@ -113,3 +113,59 @@ t.test(
     )
   },
 )
+
+t.test(
+  'a lone search takes the search lane, searches at once go by message, with the same answers; a crash with a lane request pending answers',
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'burrow-index-worker-'))
+    t.teardown(() => rm(dir, { recursive: true, force: true }))
+    const logs: any[] = []
+    const store = await openStore(dir, logs)
+    t.teardown(() => store.close())
+    const n = 2000
+    for (let i = 0; i < n; i += 1000) await store.add(Array.from({ length: 1000 }, (_, j) => entry(text(i + j))))
+    await eventually(() => store.indexBacklog() === 0, 30_000)
+    await store.save()
+    const queries = Array.from({ length: 16 }, (_, i) => text(i * 97))
+    const search = (q: string) => store.search({ tenant: 'acme', text: q, limit: 5 })
+
+    // A lane request the worker does not take within LANE_WAIT_MS (a loaded machine) is answered by message: most, not all, are asked for.
+    const before = store.laneAnswers()
+    const alone: string[][] = []
+    for (const q of queries) alone.push((await search(q)).map((h) => h.entry.id))
+    t.ok(
+      store.laneAnswers() - before >= queries.length * 0.75,
+      `lone searches are answered through the lane (${store.laneAnswers() - before} of ${queries.length})`,
+    )
+    t.same(
+      alone.map((ids) => ids.length),
+      queries.map(() => 5),
+      'with full answers',
+    )
+
+    const mid = store.laneAnswers()
+    const together = await Promise.all(queries.map((q) => search(q)))
+    t.ok(store.laneAnswers() - mid <= 1, 'searches at once: at most the first takes the lane')
+    t.same(
+      together.map((hits) => hits.map((h) => h.entry.id)),
+      alone,
+      'the same answers either way',
+    )
+
+    // A lone search whose lane request is pending when the worker stops: answered, not hung.
+    const pending = search(text(1500))
+    await store.crashIndexWorker()
+    t.equal((await pending)[0]?.entry.content, text(1500), 'the search answers while the worker is gone')
+    const after = store.laneAnswers()
+    t.ok(
+      await eventually(async () => (await search(queries[3]!)) && store.laneAnswers() > after, 30_000),
+      'a new worker starts, and answers through its own lane',
+    )
+    for (const [i, q] of queries.entries())
+      t.same(
+        (await search(q)).map((h) => h.entry.id),
+        alone[i],
+        `search ${i} again, the same answer`,
+      )
+  },
+)
