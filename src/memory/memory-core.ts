@@ -62,6 +62,8 @@ export class MemoryCore {
   private readonly indexDir: string
   private readonly efHybrid: number | undefined
   closed = false
+  /** Searches in flight (one alone may take the search lane to the index worker). */
+  private searching = 0
 
   constructor(
     readonly db: MemoryDb,
@@ -151,9 +153,19 @@ export class MemoryCore {
   }
 
   async search(q: MemoryQuery): Promise<MemoryHit[]> {
+    this.searching++
+    try {
+      return await this.searchNow(q)
+    } finally {
+      this.searching--
+    }
+  }
+
+  private async searchNow(q: MemoryQuery): Promise<MemoryHit[]> {
     const stats = this.db.stats.get(q.tenant)
     if (!stats || stats.docs === 0) return []
     const mode = q.mode ?? 'hybrid'
+    const lone = this.searching === 1
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
     let vectorSide: { collect(): Promise<VectorSide> } | undefined
@@ -165,7 +177,7 @@ export class MemoryCore {
         const scored = this.cache.search.scoreLabels(q.tenant, filtered, v, want)
         vectorSide = { collect: () => scored }
       } else {
-        vectorSide = this.cache.search.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined)
+        vectorSide = this.cache.search.nearest(q.tenant, v, want, mode === 'hybrid' ? this.efHybrid : undefined, lone)
       }
     }
     // While the index worker searches: the keyword side, read in one synchronous step with the keyword index.
@@ -179,11 +191,15 @@ export class MemoryCore {
       void vectorSide?.collect()
       throw err
     }
+    // A lone hybrid search waits for the worker with nothing else to do: it reads the keyword
+    // side's best entries meanwhile (most hits come from them), and after fusion only the rest.
+    const read = new Map<number, StoredEntry | undefined>()
+    if (lone && mode === 'hybrid') for (const r of keyword.slice(0, q.limit)) read.set(r.label, this.db.entries.get([q.tenant, r.label]))
     // Keyword candidates the vector side could not compare (after a restart) are scored too.
     const vector = vectorSide && v ? await this.cache.search.complete(q.tenant, v, await vectorSide.collect(), keyword, want) : []
     const hits: MemoryHit[] = []
     for (const r of rank(mode, vector, keyword, q.limit, exact, fusionFor(this.opts.embedder.id))) {
-      const e = this.db.entries.get([q.tenant, r.label])
+      const e = read.has(r.label) ? read.get(r.label) : this.db.entries.get([q.tenant, r.label])
       if (e) hits.push({ entry: publicEntry(e), score: r.score })
     }
     return hits
