@@ -47,6 +47,15 @@ export interface PreparedEntry {
 export const ENTRIES = 'memory entries'
 
 /**
+ * A search takes the search lane to the index worker (search-lane.ts) only when no other is in
+ * flight and none has overlapped another for this long. The lane's answer is polled for, and the
+ * worker watches the lane for a moment after each: worth it for a caller searching alone (a third
+ * off a search's latency), not under load, where both threads have other work and the polling
+ * took a third of the API's throughput at 100,000 entries (docs/benchmarks.md).
+ */
+const LONE_AFTER_MS = 100
+
+/**
  * What every memory store of this folder shares once entries are in an LMDB environment of the
  * layout of memory-db.ts — the truth for HnswMemoryStore, a replica's local copy for
  * ReplicatedMemoryStore: each tenant's keyword statistics in memory (built from the posting
@@ -62,8 +71,9 @@ export class MemoryCore {
   private readonly indexDir: string
   private readonly efHybrid: number | undefined
   closed = false
-  /** Searches in flight (one alone may take the search lane to the index worker). */
+  /** Searches in flight, and when two last overlapped (see {@link LONE_AFTER_MS}). */
   private searching = 0
+  private overlapAt = -Infinity
 
   constructor(
     readonly db: MemoryDb,
@@ -153,7 +163,7 @@ export class MemoryCore {
   }
 
   async search(q: MemoryQuery): Promise<MemoryHit[]> {
-    this.searching++
+    if (++this.searching > 1) this.overlapAt = performance.now()
     try {
       return await this.searchNow(q)
     } finally {
@@ -165,7 +175,8 @@ export class MemoryCore {
     const stats = this.db.stats.get(q.tenant)
     if (!stats || stats.docs === 0) return []
     const mode = q.mode ?? 'hybrid'
-    const lone = this.searching === 1
+    // The search lane serves a caller searching alone; while searches overlap (a loaded server) they go by message.
+    const lone = this.searching === 1 && performance.now() - this.overlapAt > LONE_AFTER_MS
     const want = Math.max(CANDIDATES, q.limit)
     const filtered = this.candidates(q)
     let vectorSide: { collect(): Promise<VectorSide> } | undefined
