@@ -106,7 +106,7 @@ export class IndexWorkerClient {
 
   /**
    * A nearest-neighbour search, answered exactly as {@link request} answers a `search`. With
-   * `lane` (the caller has no other search in flight) through the search lane when it is free
+   * `lane` (the caller searches alone: see MemoryCore) through the search lane when it is free
    * (search-lane.ts: no message either way; this thread's event loop keeps turning, polling for
    * the answer, instead of sleeping), else by message — under load, where this thread has other
    * requests to serve meanwhile and polling would take CPU from them and from the worker.

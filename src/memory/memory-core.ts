@@ -49,9 +49,9 @@ export const ENTRIES = 'memory entries'
 /**
  * A search takes the search lane to the index worker (search-lane.ts) only when no other is in
  * flight and none has overlapped another for this long. The lane's answer is polled for, and the
- * worker watches the lane for a moment after each: worth it for a caller searching alone (a third
- * off a search's latency), not under load, where both threads have other work and the polling
- * took a third of the API's throughput at 100,000 entries (docs/benchmarks.md).
+ * worker watches the lane for a moment after each: worth it for a caller searching alone (about a
+ * third off its latency on a VM), not under load, where both threads have other work that the
+ * polling takes CPU from (docs/benchmarks.md, memory-search).
  */
 const LONE_AFTER_MS = 100
 
