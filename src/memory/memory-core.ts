@@ -53,7 +53,7 @@ export const ENTRIES = 'memory entries'
  * third off its latency on a VM), not under load, where both threads have other work that the
  * polling takes CPU from (docs/benchmarks.md, memory-search).
  */
-const LONE_AFTER_MS = 100
+export const LONE_AFTER_MS = 100
 
 /**
  * What every memory store of this folder shares once entries are in an LMDB environment of the

@@ -10,6 +10,7 @@ import { pino } from 'pino'
 import type { NewMemoryEntry } from '../../src/core/memory-store.js'
 import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { HnswMemoryStore } from '../../src/memory/hnsw-memory-store.js'
+import { LONE_AFTER_MS } from '../../src/memory/memory-core.js'
 import { eventually } from '../helpers/harness.js'
 
 const embedder = new HashedEmbedder()
@@ -152,7 +153,8 @@ t.test(
       'the same answers either way',
     )
 
-    // A lone search whose lane request is pending when the worker stops: answered, not hung.
+    // A lone search (none has overlapped another for LONE_AFTER_MS) whose lane request is pending when the worker stops: answered, not hung.
+    await new Promise((r) => setTimeout(r, LONE_AFTER_MS * 2))
     const pending = search(text(1500))
     await store.crashIndexWorker()
     t.equal((await pending)[0]?.entry.content, text(1500), 'the search answers while the worker is gone')
