@@ -45,7 +45,7 @@ const COVERED = 0
 const EPOCH = 1
 const ID = 2
 
-/** The most results a lane answer holds (a search's k is max(CANDIDATES, limit) ≤ 100 through the API). */
+/** The most results a lane answer holds (a search asks for max(CANDIDATES, limit): 30 through the API, whose limit is at most 20). */
 export const LANE_MAX_K = 256
 /** The longest tenant key in UTF-8 bytes (keys are 24 hex characters). */
 export const LANE_MAX_KEY = 128
