@@ -135,10 +135,7 @@ export class IndexHost {
     }
     const h = this.hosted.get(m.key)
     if (!h) throw new HostError(`no index is open for ${m.key}`)
-    if ((m.type === 'search' || m.type === 'score') && h.queue.length > 0 && queued(h) <= CATCH_UP_LABELS) {
-      this.insertSome(m.key, h, Infinity, false)
-      this.report(m.key, h)
-    }
+    if (m.type === 'search' || m.type === 'score') this.catchUp(m.key, h)
     if (m.type === 'search') {
       const reply = this.searchHosted(h, m)
       return [reply, [reply.labels.buffer as ArrayBuffer, reply.scores.buffer as ArrayBuffer]]
@@ -165,11 +162,15 @@ export class IndexHost {
   private search(req: LaneRequest): SearchReply {
     const h = this.hosted.get(req.key)
     if (!h) throw new HostError(`no index is open for ${req.key}`)
-    if (h.queue.length > 0 && queued(h) <= CATCH_UP_LABELS) {
-      this.insertSome(req.key, h, Infinity, false)
-      this.report(req.key, h)
-    }
+    this.catchUp(req.key, h)
     return this.searchHosted(h, req)
+  }
+
+  /** Before a search or score: a short queue of inserts (sent before it) is made first, see CATCH_UP_LABELS. */
+  private catchUp(key: string, h: Hosted): void {
+    if (h.queue.length === 0 || queued(h) > CATCH_UP_LABELS) return
+    this.insertSome(key, h, Infinity, false)
+    this.report(key, h)
   }
 
   private searchHosted(h: Hosted, m: { vector: Float64Array; k: number; ef?: number | undefined }): SearchReply {
