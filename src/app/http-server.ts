@@ -96,7 +96,12 @@ export async function buildHttpServer(
       },
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'An API key from BURROW_API_KEYS (SSE routes also take ?access_token=).' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key from BURROW_API_KEYS, or a short-lived token from POST /v1/tokens (SSE routes also take ?access_token=).',
+          },
         },
       },
       security: [{ bearer: [] }],
@@ -106,6 +111,7 @@ export async function buildHttpServer(
         { name: 'events' },
         { name: 'notes' },
         { name: 'memory' },
+        { name: 'auth' },
         { name: 'ops' },
         { name: 'rpc' },
         { name: 'mcp' },

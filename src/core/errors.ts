@@ -81,6 +81,13 @@ export const ERROR_TABLE = {
     message: 'The store cannot make writes durable right now (disk full, I/O error or database down); reads still work. Retry later.',
   },
   MEMORY_NOT_FOUND: { http: 404, rpc: -32023, exit: 23, title: 'Memory entry not found', message: 'Memory entry not found.' },
+  FORBIDDEN: {
+    http: 403,
+    rpc: -32024,
+    exit: 24,
+    title: 'Forbidden',
+    message: 'The credential is valid but its scope does not allow this operation (e.g. a read-only token).',
+  },
 } as const satisfies Record<string, ErrorRow>
 
 export interface ErrorRow {

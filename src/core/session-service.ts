@@ -2,6 +2,7 @@ import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
 import type {
+  AccessToken,
   Capabilities,
   Problem,
   CompactionOutcome,
@@ -21,6 +22,7 @@ import type {
   SessionSummary,
   SessionView,
   StartTurn,
+  TokenRequest,
   TurnResult,
 } from './wire.js'
 
@@ -127,6 +129,8 @@ export interface SessionOperations {
 export interface SessionService extends SessionOperations {
   /** One session's events (`id`), or every session of the caller's tenant (`null`, live only). */
   subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
+  /** A short-lived token no wider than the caller's credential (`POST /v1/tokens`). */
+  createToken(req: TokenRequest, ctx: CallContext): Promise<AccessToken>
   /** Resolves the caller's tenant or throws `UNAUTHORIZED` (for surfaces that gate before calling). */
   authenticate(ctx: CallContext): string
   capabilities(): Capabilities

@@ -6,6 +6,7 @@ import type { CallContext, EventPage, EventSubscription, SessionService, Subscri
 import type { SessionRepository } from '../core/stores.js'
 import { toCreated, toView } from '../core/views.js'
 import type {
+  AccessToken,
   Capabilities,
   CompactionOutcome,
   CreateSession,
@@ -22,6 +23,7 @@ import type {
   SessionSummary,
   SessionView,
   StartTurn,
+  TokenRequest,
   TurnResult,
 } from '../core/wire.js'
 import { closeOpenTurn } from './close-turn.js'
@@ -86,6 +88,36 @@ export class LocalSessionService implements SessionService {
     return this.parts.auth.tenantFor(ctx.apiKey)
   }
 
+  /**
+   * The caller's tenant when its credential may read `session` (null: the tenant's data as a
+   * whole — lists, the tenant stream, memory): `FORBIDDEN` for a token limited to another session.
+   */
+  private mayRead(ctx: CallContext, session: string | null): string {
+    return this.parts.auth.authorize(ctx.apiKey, { write: false, session })
+  }
+
+  /** As {@link mayRead}, for a change: `FORBIDDEN` for a read-only token too. */
+  private mayWrite(ctx: CallContext, session: string | null): string {
+    return this.parts.auth.authorize(ctx.apiKey, { write: true, session })
+  }
+
+  async createToken(req: TokenRequest, ctx: CallContext): Promise<AccessToken> {
+    const p = this.parts.auth.principal(ctx.apiKey)
+    // A session's token is checked against the session now: a typo gets 404, not a token good for nothing.
+    if (req.session_id !== undefined) await this.sessions.current(p.tenant, req.session_id)
+    const t = this.parts.auth.mint(ctx.apiKey, req)
+    const iso = (s: number) => new Date(s * 1000).toISOString()
+    return {
+      token: t.token,
+      token_type: 'Bearer',
+      scope: t.scope,
+      session_id: t.session,
+      expires_at: iso(t.expiresAt),
+      expires_in: Math.max(0, t.expiresAt - Math.floor(Date.now() / 1000)),
+      refresh_until: iso(t.refreshUntil),
+    }
+  }
+
   capabilities(): Capabilities {
     const p = this.parts
     return {
@@ -121,7 +153,7 @@ export class LocalSessionService implements SessionService {
   // ---- sessions -----------------------------------------------------------------------
 
   async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, null)
     this.refuseWhenShuttingDown()
     return this.idempotent(ctx, tenant, 'session/create', null, req, async () => {
       const config = sessionConfig(tenant, req, this.configRules)
@@ -146,20 +178,20 @@ export class LocalSessionService implements SessionService {
   }
 
   async read(id: string, ctx: CallContext): Promise<SessionView> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayRead(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.current(tenant, id)
     return toView(s.record, s.running !== null)
   }
 
   async list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayRead(ctx, null)
     this.repo.requirePersistence()
     return this.repo.sessions.list(tenant, q)
   }
 
   async archive(id: string, ctx: CallContext): Promise<void> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
     await this.idempotent(ctx, tenant, 'session/archive', id, {}, () =>
@@ -175,7 +207,7 @@ export class LocalSessionService implements SessionService {
   }
 
   async delete(id: string, ctx: CallContext): Promise<void> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
     if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before deleting.`)
@@ -193,32 +225,32 @@ export class LocalSessionService implements SessionService {
   // ---- turns --------------------------------------------------------------------------
 
   async startTurn(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     return this.turns.turn(tenant, id, req, ctx, 'turn/start')
   }
 
   /** Continues a persisted session, also one whose last turn was cut off by a crash (SessionTurns.resume). */
   async resume(id: string, req: StartTurn, ctx: CallContext): Promise<TurnResult> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     return this.turns.resume(tenant, id, req, ctx)
   }
 
   async interrupt(id: string, ctx: CallContext): Promise<InterruptResult> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     const local = () => this.turns.interrupt(tenant, id)
     return this.parts.replicas ? this.parts.replicas.interrupt(tenant, id, local) : local()
   }
 
   async compact(id: string, ctx: CallContext): Promise<CompactionOutcome> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     return this.turns.compact(tenant, id, ctx)
   }
 
   // ---- events -------------------------------------------------------------------------
 
   async subscribe(id: string | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayRead(ctx, id)
     this.refuseWhenShuttingDown()
     if (id === null) {
       const sub = this.hub.subscribeTenant(tenant)
@@ -239,7 +271,7 @@ export class LocalSessionService implements SessionService {
   }
 
   async listEvents(id: string, q: { after: number; limit: number }, ctx: CallContext): Promise<EventPage> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayRead(ctx, id)
     const session = await this.sessions.current(tenant, id)
     return this.replay.eventPage(session.id, q.after, q.limit, session.record.last_seq)
   }
@@ -247,13 +279,13 @@ export class LocalSessionService implements SessionService {
   // ---- notes --------------------------------------------------------------------------
 
   async listNotes(id: string, ctx: CallContext): Promise<SessionNote[]> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayRead(ctx, id)
     const s = await this.sessions.current(tenant, id)
     return s.record.notes.map((n) => ({ ...n }))
   }
 
   async putNote(id: string, key: string, value: string, ctx: CallContext): Promise<SessionNote> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
     return this.sessions.exclusive(s, async () => {
@@ -265,7 +297,7 @@ export class LocalSessionService implements SessionService {
   }
 
   async deleteNote(id: string, key: string, ctx: CallContext): Promise<boolean> {
-    const tenant = this.authenticate(ctx)
+    const tenant = this.mayWrite(ctx, id)
     const s = await this.sessions.get(tenant, id)
     if (s.record.status === 'archived') throw archived(id)
     return this.sessions.exclusive(s, async () => {
@@ -279,24 +311,24 @@ export class LocalSessionService implements SessionService {
   // ---- memory -------------------------------------------------------------------------
 
   async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
-    return this.memory(ctx, (m) => m.search(q))
+    return this.memory(ctx, false, (m) => m.search(q))
   }
   async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> {
-    return this.memory(ctx, (m) => m.list(q))
+    return this.memory(ctx, false, (m) => m.list(q))
   }
   async getMemory(id: string, ctx: CallContext): Promise<MemoryItem> {
-    return this.memory(ctx, (m) => m.get(id))
+    return this.memory(ctx, false, (m) => m.get(id))
   }
   async deleteMemory(id: string, ctx: CallContext): Promise<void> {
-    return this.memory(ctx, (m) => m.delete(id))
+    return this.memory(ctx, true, (m) => m.delete(id))
   }
   async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
-    return this.memory(ctx, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
+    return this.memory(ctx, true, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
   }
 
   /** The caller's tenant's memory operations (`MEMORY_STORE_DISABLED` without the capability). */
-  private async memory<T>(ctx: CallContext, run: (m: TenantMemory, tenant: string) => Promise<T>): Promise<T> {
-    const tenant = this.authenticate(ctx)
+  private async memory<T>(ctx: CallContext, write: boolean, run: (m: TenantMemory, tenant: string) => Promise<T>): Promise<T> {
+    const tenant = write ? this.mayWrite(ctx, null) : this.mayRead(ctx, null)
     const memory = this.parts.memory
     if (!memory || !this.parts.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
     return run(new TenantMemory(memory.store, tenant, (id) => this.sessions.get(tenant, id)), tenant)

@@ -31,6 +31,7 @@ const PINNED: readonly Pin[] = [
   ['NOTE_NOT_FOUND', 404, -32021, 21],
   ['STORE_UNAVAILABLE', 503, -32022, 22],
   ['MEMORY_NOT_FOUND', 404, -32023, 23],
+  ['FORBIDDEN', 403, -32024, 24],
 ]
 
 /** What breaks the pin: each pinned row must be at its index with its numbers; rows after the pins are free. */

@@ -13,6 +13,7 @@ import { noteRoutes } from './note-routes.js'
 import { opsRoutes } from './ops-routes.js'
 import { fromFastifyError, jsonSyntaxError, problemOf } from '../http/problem.js'
 import { sessionRoutes } from './session-routes.js'
+import { tokenRoutes } from './token-routes.js'
 import type { RestMetrics } from './rest-metrics.js'
 
 export type { RestMetrics } from './rest-metrics.js'
@@ -80,6 +81,7 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     if (e.code === 'PAYLOAD_TOO_LARGE') await discardBody(req.raw, bound)
     if (e.code === 'UNAUTHORIZED')
       reply.header('www-authenticate', bearerChallenge(callContext(req, { queryToken: true }).apiKey !== undefined))
+    if (e.code === 'FORBIDDEN') reply.header('www-authenticate', 'Bearer realm="burrow", error="insufficient_scope"')
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 
@@ -124,6 +126,7 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
   eventRoutes(app, service, metrics)
   memoryRoutes(app, service)
   noteRoutes(app, service)
+  tokenRoutes(app, service)
   opsRoutes(app, service, metrics)
 }
 

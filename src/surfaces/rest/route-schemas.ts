@@ -18,16 +18,19 @@ export const SseHeaders = Type.Object({
 
 export const SseQuery = Type.Object({
   after: Type.Optional(Type.Integer({ minimum: 0, description: 'Replay events with a seq greater than this, then tail.' })),
-  access_token: Type.Optional(Type.String({ description: 'API key, for clients (EventSource) that cannot send headers.' })),
+  access_token: Type.Optional(
+    Type.String({ description: 'A token from POST /v1/tokens (or an API key), for clients (EventSource) that cannot send headers.' }),
+  ),
 })
 
 /**
  * Error responses an API route can give (besides the ones every API route can), each a problem
  * document. Every API route may answer STORE_UNAVAILABLE: with a store across the network
- * (PostgreSQL), loading a session or reading a list can find the database gone.
+ * (PostgreSQL), loading a session or reading a list can find the database gone; and FORBIDDEN,
+ * to a token whose scope does not cover it.
  */
 export function errors(...codes: ErrorCode[]): Record<number, TSchema> {
-  return problems(['INVALID_REQUEST', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL', 'STORE_UNAVAILABLE', ...codes])
+  return problems(['INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'INTERNAL', 'STORE_UNAVAILABLE', ...codes])
 }
 
 /** Exactly these error responses. */
