@@ -23,6 +23,7 @@ COPY --from=build --chown=node:node /app/node_modules ./node_modules
 COPY --from=build --chown=node:node /app/dist ./dist
 COPY --chown=node:node package.json ./
 COPY --chown=node:node openapi ./openapi
+COPY --chown=node:node console ./console
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -91,9 +91,10 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
             : {}),
           ...(built.embedder ? { embedder: built.embedder } : {}),
           address: url,
+          console: `${url}/console`,
           version: VERSION,
         },
-        `burrow listening on ${url}`,
+        `burrow listening on ${url} (console: ${url}/console)`,
       )
       return url
     },

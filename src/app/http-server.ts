@@ -4,6 +4,7 @@ import rateLimit from '@fastify/rate-limit'
 import { fastifySSE } from '@fastify/sse'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
+import { consoleRoutes } from '../surfaces/console/console-routes.js'
 import type { Logger as PinoLogger } from 'pino'
 import { randomBytes } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
@@ -123,6 +124,7 @@ export async function buildHttpServer(
   rpcHttpRoutes(app, service)
   mcpHttpRoutes(app, service)
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } })
+  consoleRoutes(app)
   app.get(
     '/openapi.json',
     {

@@ -1,0 +1,81 @@
+// Live activity of the tenant: every session's events as they happen (GET /v1/events).
+import { useEffect, useState } from 'preact/hooks'
+import { api } from './api.js'
+import { html, shortId, summary, time } from './ui.js'
+
+const KEEP = 300
+
+export function Activity() {
+  const [events, setEvents] = useState([])
+  const [state, setState] = useState('connecting')
+  const [note, setNote] = useState(null)
+  useEffect(() => {
+    let source = null
+    let closed = false
+    let retry = null
+    const open = () => {
+      source = new EventSource(api.streamUrl('/v1/events'))
+      source.onopen = () => setState('live')
+      source.onerror = () => {
+        if (closed) return
+        setState('reconnecting')
+        // EventSource retries by itself; a closed one (the token expired, the server refused) is opened again with the current token.
+        if (source.readyState === EventSource.CLOSED) retry = setTimeout(open, 1000)
+      }
+      source.onmessage = null
+      for (const type of TYPES)
+        source.addEventListener(type, (m) => {
+          const e = JSON.parse(m.data)
+          setEvents((list) => [{ ...e, key: `${e.session_id}:${e.seq}:${e.type}` }, ...list].slice(0, KEEP))
+        })
+      source.addEventListener('stream_truncated', (m) => setNote(JSON.parse(m.data)))
+    }
+    open()
+    return () => {
+      closed = true
+      clearTimeout(retry)
+      source?.close()
+    }
+  }, [])
+  return html`<section aria-labelledby="activity-h">
+    <h2 id="activity-h">Live activity</h2>
+    <p class="small muted" aria-live="polite">
+      Stream: <span data-testid="stream-state">${state}</span> · every session of the tenant, newest first (the last ${KEEP}).
+    </p>
+    ${note ? html`<p class="small muted">The stream resumed without replay (${note.data?.reason}).</p>` : null}
+    <div class="panel">
+      ${events.length === 0 ? html`<p class="muted">Nothing yet: run a turn in any session.</p>` : null}
+      <ul class="feed" aria-label="Events">
+        ${events.map(
+          (e) =>
+            html`<li key=${e.key} data-type=${e.type}>
+              <span class="small muted">${time(e.at)}</span>
+              <span class="what"
+                ><a href=${`#/sessions/${e.session_id}?seq=${e.seq}`}>${shortId(e.session_id)}</a> <strong>${e.type}</strong>
+                <span class="muted">${summary(e)}</span></span
+              >
+            </li>`,
+        )}
+      </ul>
+    </div>
+  </section>`
+}
+
+/** The stored event types (text deltas are left out of the feed: the session's page streams them). */
+const TYPES = [
+  'session_created',
+  'turn_started',
+  'assistant_message',
+  'tool_call',
+  'tool_result',
+  'turn_requires_action',
+  'turn_completed',
+  'turn_failed',
+  'compaction_started',
+  'compaction_completed',
+  'compaction_failed',
+  'memory_indexed',
+  'session_archived',
+  'note_set',
+  'note_deleted',
+]

@@ -1,0 +1,48 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { loadConsole, type ConsoleAsset } from './console-assets.js'
+
+/**
+ * `GET /console`: the browser console, a static page built on the public REST + SSE API only
+ * (console/). Same origin, nothing from elsewhere: a Content-Security-Policy allows this
+ * origin's scripts, styles and connections and the page's own import map, nothing else; no
+ * referrer leaves the page (SSE URLs carry a token). The files are read and gzipped at start-up.
+ */
+export function consoleRoutes(app: FastifyInstance): void {
+  const bundle = loadConsole()
+  const csp = [
+    "default-src 'none'",
+    `script-src 'self' '${bundle.importMapHash}'`,
+    "style-src 'self'",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ')
+  const opts = { schema: { hide: true }, config: { rateLimit: false } } as const
+
+  app.get('/console', opts, async (req, reply) => {
+    reply.header('content-security-policy', csp).header('cache-control', 'no-cache')
+    return send(req, reply, bundle.index)
+  })
+  app.get('/console/', opts, async (_req, reply) => reply.redirect('/console', 308))
+  app.get<{ Params: { '*': string } }>('/console/*', opts, async (req, reply) => {
+    const file = bundle.assets.get(req.params['*'])
+    if (!file) return reply.code(404).type('text/plain; charset=utf-8').send('Not found')
+    // Vendored libraries change only with the package (a new start); the console's own files with a new version too.
+    reply.header('cache-control', 'no-cache')
+    return send(req, reply, file)
+  })
+}
+
+function send(req: FastifyRequest, reply: FastifyReply, file: ConsoleAsset): FastifyReply {
+  reply
+    .header('etag', file.etag)
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .header('vary', 'accept-encoding')
+  reply.type(file.type)
+  if (req.headers['if-none-match'] === file.etag) return reply.code(304).send()
+  if (/\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''))) return reply.header('content-encoding', 'gzip').send(file.gzip)
+  return reply.send(file.body)
+}
