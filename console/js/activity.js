@@ -1,4 +1,6 @@
-// Live activity of the tenant: every session's events as they happen (GET /v1/events).
+// Live activity of the tenant: every session's events as they happen (GET /v1/events). The
+// stream resumes where it left off after a disconnect or a server restart: EventSource sends
+// Last-Event-ID when it reconnects by itself, and a stream opened again says `after=`.
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api.js'
 import { html, shortId, summary, time } from './ui.js'
@@ -13,8 +15,10 @@ export function Activity() {
     let source = null
     let closed = false
     let retry = null
+    let lastId = null
+    const seen = new Set()
     const open = () => {
-      source = new EventSource(api.streamUrl('/v1/events'))
+      source = new EventSource(api.streamUrl(lastId ? `/v1/events?after=${lastId}` : '/v1/events'))
       source.onopen = () => setState('live')
       source.onerror = () => {
         if (closed) return
@@ -25,8 +29,12 @@ export function Activity() {
       source.onmessage = null
       for (const type of TYPES)
         source.addEventListener(type, (m) => {
+          if (m.lastEventId) lastId = m.lastEventId
           const e = JSON.parse(m.data)
-          setEvents((list) => [{ ...e, key: `${e.session_id}:${e.seq}:${e.type}` }, ...list].slice(0, KEEP))
+          const key = `${e.session_id}:${e.seq}`
+          if (seen.has(key)) return
+          seen.add(key)
+          setEvents((list) => [{ ...e, key }, ...list].slice(0, KEEP))
         })
       source.addEventListener('stream_truncated', (m) => setNote(JSON.parse(m.data)))
     }
@@ -42,13 +50,17 @@ export function Activity() {
     <p class="small muted" aria-live="polite">
       Stream: <span data-testid="stream-state">${state}</span> · every session of the tenant, newest first (the last ${KEEP}).
     </p>
-    ${note ? html`<p class="small muted">The stream resumed without replay (${note.data?.reason}).</p>` : null}
+    ${note
+      ? html`<p class="small muted" role="status">
+          Some events could not be replayed after a reconnection (${note.data?.reason}); the feed goes on live.
+        </p>`
+      : null}
     <div class="panel">
       ${events.length === 0 ? html`<p class="muted">Nothing yet: run a turn in any session.</p>` : null}
       <ul class="feed" aria-label="Events">
         ${events.map(
           (e) =>
-            html`<li key=${e.key} data-type=${e.type}>
+            html`<li key=${e.key} data-type=${e.type} data-session=${e.session_id}>
               <span class="small muted">${time(e.at)}</span>
               <span class="what"
                 ><a href=${`#/sessions/${e.session_id}?seq=${e.seq}`}>${shortId(e.session_id)}</a> <strong>${e.type}</strong>

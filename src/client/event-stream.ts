@@ -12,8 +12,10 @@
  * - Ends when you break out of the loop, when `signal` aborts, or after yielding a
  *   `stream_closed` frame with reason `session_deleted`. Other `stream_closed` frames
  *   (`slow_consumer`, `shutdown`) are yielded and followed by a reconnection.
- * - The tenant stream (`null`) is live only on the server: a reconnection resumes live, so
- *   events published while disconnected are not seen there (read them per session).
+ * - The tenant stream (`null`) resumes too where the server keeps a tenant journal (the
+ *   embedded LMDB store): frames carry the stream id in `id`, and a reconnection sends the last
+ *   one as `Last-Event-ID`. Where it does not (no store, PostgreSQL), the server answers the
+ *   reconnection with `stream_truncated` (`live_only`) and it goes on live.
  */
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { BurrowError } from '../core/errors.js'
@@ -36,7 +38,7 @@ export interface ReconnectInfo {
 }
 
 export interface EventStreamOptions {
-  /** Session streams: replay stored events with seq > `after`, then tail. Undefined: live only. */
+  /** Replay stored events with seq (tenant stream: stream id) > `after`, then tail. Undefined: live only. */
   after?: number | undefined
   /** Aborting ends the iteration (and closes the connection). */
   signal?: AbortSignal | undefined
@@ -66,11 +68,13 @@ export async function* eventStream(
 ): AsyncGenerator<StreamItem, void, undefined> {
   const { signal } = opts
   const path = sessionId === null ? '/v1/events' : `/v1/sessions/${encodeURIComponent(sessionId)}/events`
-  const url = t.url(path, { after: sessionId === null ? undefined : opts.after })
+  const url = t.url(path, { after: opts.after })
   const idleMs = opts.idleTimeoutMs ?? 45_000
   let retryMs = opts.retryMs ?? 1000
   /** Session streams: the last stored seq yielded (or the requested `after`). */
   let lastSeq = sessionId === null ? undefined : opts.after
+  /** The tenant stream: the last stream id yielded (or the requested `after`). */
+  let lastId = sessionId === null ? opts.after : undefined
   /** Tenant streams: the last stored seq yielded per session. */
   const lastBySession = new Map<string, number>()
   let attempt = 0
@@ -80,7 +84,7 @@ export async function* eventStream(
   while (!signal?.aborted) {
     if (attempt > 0) {
       const delayMs = Math.max(retryMs, waitMs)
-      opts.onReconnect?.({ attempt, lastEventId: sessionId === null ? undefined : lastSeq, error: lastError, delayMs })
+      opts.onReconnect?.({ attempt, lastEventId: sessionId === null ? lastId : lastSeq, error: lastError, delayMs })
       await sleep(delayMs, signal)
       if (signal?.aborted) return
     }
@@ -98,7 +102,8 @@ export async function* eventStream(
     }
     try {
       const headers = t.headers({ apiKey: opts.apiKey }, { accept: 'text/event-stream' })
-      if (sessionId !== null && lastSeq !== undefined) headers['last-event-id'] = String(lastSeq)
+      const resumeAt = sessionId === null ? lastId : lastSeq
+      if (resumeAt !== undefined) headers['last-event-id'] = String(resumeAt)
       let res: Response
       try {
         arm()
@@ -119,7 +124,7 @@ export async function* eventStream(
       }
       const queue: StreamItem[] = []
       const parser = createParser({
-        onEvent: (m) => queue.push(frameOf(m)),
+        onEvent: (m) => queue.push(frameOf(m, sessionId === null)),
         onRetry: (ms) => {
           retryMs = ms
         },
@@ -147,6 +152,7 @@ export async function* eventStream(
               const last = lastBySession.get(e.session_id)
               if (last !== undefined && e.seq <= last) continue
               lastBySession.set(e.session_id, e.seq)
+              if (f.id !== undefined) lastId = f.id
             }
           }
           yield f
@@ -161,7 +167,7 @@ export async function* eventStream(
   }
 }
 
-function frameOf(m: EventSourceMessage): StreamItem {
+function frameOf(m: EventSourceMessage, tenant: boolean): StreamItem {
   let data: unknown
   try {
     data = JSON.parse(m.data)
@@ -174,7 +180,9 @@ function frameOf(m: EventSourceMessage): StreamItem {
     )
   }
   if (m.event === 'stream_truncated' || m.event === 'stream_closed') return { kind: 'control', control: data as StreamControl }
-  return { kind: 'event', event: data as EventEnvelope }
+  // A stored event's id is its seq on a session stream; on the tenant stream, its stream id (kept on the frame).
+  const id = tenant && m.id ? Number(m.id) : NaN
+  return Number.isSafeInteger(id) ? { kind: 'event', event: data as EventEnvelope, id } : { kind: 'event', event: data as EventEnvelope }
 }
 
 function retryAfterMs(res: Response): number {

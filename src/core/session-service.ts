@@ -52,7 +52,11 @@ export type StreamControl =
    */
   | { type: 'stream_closed'; session_id: string; data: { reason: 'error'; problem: Problem } }
 
-export type StreamFrame = { kind: 'event'; event: EventEnvelope } | { kind: 'control'; control: StreamControl }
+/**
+ * A frame of a stream. A stored event's SSE id is its seq on a session's stream; on the tenant
+ * stream it is `id`, the event's position in the tenant's journal (TenantJournal).
+ */
+export type StreamFrame = { kind: 'event'; event: EventEnvelope; id?: number } | { kind: 'control'; control: StreamControl }
 
 /**
  * A live subscription: replayed events first, then live ones, with no gap and no
@@ -77,7 +81,7 @@ export interface EventSubscription extends AsyncIterable<StreamFrame[]> {
 }
 
 export interface SubscribeOptions {
-  /** Replay stored events with seq > after, then tail. Undefined: live only. */
+  /** Replay stored events with seq > after (the tenant stream: with a stream id > after), then tail. Undefined: live only. */
   after?: number | undefined
 }
 
@@ -127,7 +131,7 @@ export interface SessionOperations {
 
 /** The one service every surface adapts: the operations plus live streams and process control. */
 export interface SessionService extends SessionOperations {
-  /** One session's events (`id`), or every session of the caller's tenant (`null`, live only). */
+  /** One session's events (`id`), or every session of the caller's tenant (`null`; resumable where the store keeps a tenant journal). */
   subscribe(id: SessionId | null, opts: SubscribeOptions, ctx: CallContext): Promise<EventSubscription>
   /** A short-lived token no wider than the caller's credential (`POST /v1/tokens`). */
   createToken(req: TokenRequest, ctx: CallContext): Promise<AccessToken>

@@ -13,6 +13,36 @@ export interface EventStore {
   lastSeq(sessionId: string): Promise<number>
 }
 
+/**
+ * A tenant's journal: the order in which the sessions' events were committed, one row per
+ * commit of a session (at most {@link JOURNAL_ROW_SPAN} events), numbered per tenant from 1 in
+ * commit order. It is what makes the tenant stream (`GET /v1/events`) resumable: an event's
+ * stream id is its row's position × JOURNAL_ROW_SPAN + its index in the row. Old rows are pruned
+ * (a resume from before the oldest is told `stream_truncated`); a deleted session's rows stay
+ * and read as nothing.
+ */
+export interface TenantJournal {
+  /** Rows of the tenant with `pos >= from`, ascending, at most `limit`. */
+  rowsFrom(tenant: string, from: number, limit: number): JournalRow[]
+  /** The position of the tenant's newest row (0: none yet). */
+  head(tenant: string): number
+  /** The position of the tenant's oldest kept row (0: none). */
+  oldest(tenant: string): number
+  /** Calls `fn` with the tenants whose journal grew, after each commit that grew it. */
+  onAdvance(fn: (tenants: readonly string[]) => void): () => void
+}
+
+export interface JournalRow {
+  pos: number
+  sessionId: string
+  /** The row's events: seqs `first..last` of the session. */
+  first: number
+  last: number
+}
+
+/** Events per journal row, at most: a stream id is `pos * JOURNAL_ROW_SPAN + index`. */
+export const JOURNAL_ROW_SPAN = 1024
+
 /** Session snapshots: derived from the log, a cache that can always be rebuilt from it. */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>
@@ -141,6 +171,8 @@ export interface SessionRepository {
    * the live session's `running` check is then the whole exclusion, and commits carry no token.
    */
   readonly leases?: SessionLeases
+  /** Present when the store keeps a tenant journal (LMDB): the tenant stream can then resume. */
+  readonly journal?: TenantJournal
   /**
    * Appends `events` (consecutive seqs following the stored or already queued last seq) and
    * writes the snapshot they produced, in one transaction. May group the commit with others

@@ -88,6 +88,11 @@ export class EventHub {
 
   constructor(private readonly opts: EventHubOptions) {}
 
+  /** Frames a subscriber may have waiting before it is dropped as a slow consumer. */
+  get queueLimit(): number {
+    return this.opts.queueLimit
+  }
+
   /** Hands every text delta published here to `outlet` as well (the replicas' change feed). */
   sendDeltas(outlet: (e: EventEnvelope, tenant: string) => void): void {
     this.outlet = outlet
@@ -114,7 +119,7 @@ export class EventHub {
     }
     for (const s of ch.subs) s.push(e)
     const ts = this.tenantSubs.get(ch.tenant)
-    if (ts) for (const s of ts) s.push(e)
+    if (ts) for (const s of ts) if (!s.deltasOnly || e.type === 'text_delta') s.push(e)
   }
 
   /**
@@ -134,7 +139,7 @@ export class EventHub {
       for (const s of ch.subs) s.push(e)
     }
     const ts = this.tenantSubs.get(ch?.tenant ?? tenant)
-    if (ts) for (const s of ts) s.push(e)
+    if (ts) for (const s of ts) if (!s.deltasOnly || e.type === 'text_delta') s.push(e)
   }
 
   /** The last stored seq of the session published here, if the hub remembers one. */
@@ -233,7 +238,8 @@ export class EventHub {
     return sub
   }
 
-  subscribeTenant(tenant: string): Subscription {
+  /** Every session's events of the tenant, live — text deltas only when `deltasOnly` (the stored ones then come from the journal). */
+  subscribeTenant(tenant: string, deltasOnly = false, onClosed?: () => void): Subscription {
     let set = this.tenantSubs.get(tenant)
     if (!set) {
       set = new Set()
@@ -245,10 +251,12 @@ export class EventHub {
       (x) => {
         s.delete(x)
         if (s.size === 0 && this.tenantSubs.get(tenant) === s) this.tenantSubs.delete(tenant)
+        onClosed?.()
       },
       null,
       this.scheduleWake,
     )
+    sub.deltasOnly = deltasOnly
     s.add(sub)
     return sub
   }

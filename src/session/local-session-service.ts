@@ -34,6 +34,7 @@ import { Idempotency, idempotencyKey } from './idempotency.js'
 import type { LiveSession } from './live-session.js'
 import type { LiveSessions } from './live-sessions.js'
 import { TenantMemory } from './memory-ops.js'
+import { TenantFeed } from './tenant-feed.js'
 import { notesAccess } from './session-notes.js'
 import { SessionTurns, type IdempotentRunner } from './session-turns.js'
 import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
@@ -53,6 +54,8 @@ export class LocalSessionService implements SessionService {
   private readonly repo: SessionRepository
   private readonly sessions: LiveSessions
   private readonly hub: EventHub
+  /** The resumable tenant stream, where the store keeps a tenant journal (else the stream is live only). */
+  private readonly tenantFeed: TenantFeed | undefined
   private readonly replay: EventReplay
   private readonly idem: Idempotency
   private readonly configRules: SessionConfigRules
@@ -64,6 +67,8 @@ export class LocalSessionService implements SessionService {
     this.sessions = parts.sessions
     this.hub = parts.hub
     this.replay = new EventReplay(parts.hub, parts.repository.events)
+    const journal = parts.repository.journal
+    this.tenantFeed = journal && new TenantFeed(parts.hub, journal, parts.repository.events, parts.hub.queueLimit)
     this.configRules = {
       capabilities: parts.capabilities,
       providers: parts.providers,
@@ -253,6 +258,7 @@ export class LocalSessionService implements SessionService {
     const tenant = this.mayRead(ctx, id)
     this.refuseWhenShuttingDown()
     if (id === null) {
+      if (this.tenantFeed) return this.tenantFeed.open(tenant, opts.after)
       const sub = this.hub.subscribeTenant(tenant)
       if (opts.after !== undefined) {
         sub.control({

@@ -20,6 +20,8 @@ export class Subscription implements EventSubscription {
   /** Resolves the replay loop's wait for the reader to take what was queued. */
   private drainWaiter: (() => void) | null = null
   private lastSeq = 0
+  /** A tenant stream fed from the journal (tenant-feed.ts): the hub hands it text deltas only. */
+  deltasOnly = false
   /** Whether `lastSeq` says where this subscriber stands, so a live event past `lastSeq + 1` is a gap. */
   private positioned = false
   /** Reads stored events after a seq (a session's log), to fill a gap in what arrives live. */
@@ -77,6 +79,20 @@ export class Subscription implements EventSubscription {
       return false
     }
     this.enqueue({ kind: 'event', event })
+    return true
+  }
+
+  /**
+   * A stored event of the tenant stream, with its stream id (its journal position): delivered in
+   * journal order by the tenant feed, never merged or checked against a session's seq.
+   */
+  pushAt(event: EventEnvelope, id: number): boolean {
+    if (this.closing || this.ended) return false
+    if (this.queue.length >= this.limit) {
+      this.closeWith({ type: 'stream_closed', session_id: this.sessionId, data: { reason: 'slow_consumer' } })
+      return false
+    }
+    this.enqueue({ kind: 'event', event, id })
     return true
   }
 
@@ -149,7 +165,7 @@ export class Subscription implements EventSubscription {
   }
 
   /** Resolves when everything queued has been handed to the reader (and a paused writer resumed). */
-  private drained(): Promise<void> {
+  drained(): Promise<void> {
     if (this.ended || this.closing || (this.queue.length === 0 && !this.paused)) return Promise.resolve()
     return new Promise((resolve) => {
       this.drainWaiter = resolve

@@ -5,6 +5,7 @@ import type { BurrowDbs, LmdbEnv } from './lmdb-env.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { applyWrites, json, purgeWrites, readKnown, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 import { commitOrderError } from './commit-order.js'
+import type { LmdbTenantJournal } from './lmdb-tenant-journal.js'
 
 /** One session's writes waiting for the next batch: every event queued since the last batch, and the record after them. */
 interface Queued {
@@ -21,6 +22,8 @@ interface Queued {
 interface Batch {
   queued: Map<string, Queued>
   written: Map<string, Known>
+  /** Per tenant whose journal the batch appended to, the last position it gave out. */
+  tenants: Map<string, number>
   /** With fsync durability: the flush of the transaction the batch was written in (taken inside it). */
   flushed?: Promise<void>
   settled: Promise<void>
@@ -60,6 +63,7 @@ export class LmdbBatchWriter {
     private readonly env: LmdbEnv,
     private readonly durable: boolean,
     private readonly health?: WriteHealth,
+    private readonly journal?: LmdbTenantJournal,
   ) {}
 
   private get dbs(): BurrowDbs {
@@ -135,7 +139,7 @@ export class LmdbBatchWriter {
       reject = rej
     })
     settled.catch(() => undefined) // commits learn of a failure through their own promises
-    const batch: Batch = { queued: new Map(), written: new Map(), settled, resolve, reject }
+    const batch: Batch = { queued: new Map(), written: new Map(), tenants: new Map(), settled, resolve, reject }
     this.next = batch
     // lmdb-js runs the callback when its write thread starts the next transaction: under load, after the
     // one being committed — meanwhile the sessions' next events join this batch.
@@ -197,6 +201,7 @@ export class LmdbBatchWriter {
     }
     if (err === undefined) {
       this.health?.succeeded()
+      this.journal?.advanced(batch.tenants)
       for (const q of batch.queued.values()) {
         if (q.failed) {
           this.known.delete(q.sid)
@@ -209,6 +214,7 @@ export class LmdbBatchWriter {
     // Aborted, or the transaction failed to commit (disk full, I/O error): nothing of the batch is stored.
     const failure = storeUnavailable(err, 'session events')
     this.health?.failed(err)
+    this.journal?.forget(batch.tenants.keys())
     for (const q of batch.queued.values()) {
       this.known.delete(q.sid)
       q.reject(failure)
@@ -242,6 +248,10 @@ export class LmdbBatchWriter {
         continue
       }
       written.set(q.sid, sessionWrites(this.dbs, q.events, q.snapshot, k, ops))
+      if (this.journal) {
+        const tenant = q.snapshot.config.tenant
+        batch.tenants.set(tenant, this.journal.append(tenant, q.sid, q.events, ops))
+      }
     }
     const d = this.dbs
     for (const [sid, seq] of checkpoints) {

@@ -21,6 +21,8 @@ export interface BurrowDbs {
   /** session_id → seq: projection checkpoints, and sessions committed past theirs */
   checkpoints: Database<unknown, string>
   pending: Database<unknown, string>
+  /** [tenant, pos] → [session_id, first seq, last seq]: the tenant journal, in commit order (lmdb-tenant-journal.ts) */
+  tenantLog: Database<unknown, [string, number]>
   /** tenant \0 session \0 key → idempotency record */
   idempotency: Database<unknown, string>
 }

@@ -51,6 +51,7 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
     checkpoints: db('projection_checkpoints'),
     pending: db('projection_pending'),
     idempotency: db('idempotency'),
+    tenantLog: db('tenant_log'),
   }
   const version = dbs.meta.get('schema_version')
   let migrated: Migrated | undefined

@@ -7,6 +7,7 @@ import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { LmdbBatchWriter } from './lmdb-batch-writer.js'
+import { LmdbTenantJournal } from './lmdb-tenant-journal.js'
 import { WriteHealth } from '../core/write-health.js'
 import { lmdbProbe } from './lmdb-probe.js'
 import { fromTuple, rowEvents, rowMessages, usageChunk, type Head, type LogRow, type TurnUsage, type UsageTuple } from './lmdb-layout.js'
@@ -24,6 +25,7 @@ const TOP = '\uffff' // sorts after every session id
  */
 export class LmdbSessionRepository implements SessionRepository {
   readonly idempotency: IdempotencyStore
+  readonly journal: LmdbTenantJournal
   private readonly dbs: BurrowDbs
   private readonly writer: LmdbBatchWriter
   private readonly health: WriteHealth
@@ -33,10 +35,12 @@ export class LmdbSessionRepository implements SessionRepository {
     private readonly durability: 'fsync' | 'relaxed',
     idempotencyTtlMs: number,
     onHealth?: (writable: boolean, err?: unknown) => void,
+    journalKeep?: number,
   ) {
     this.dbs = env.dbs
     this.health = new WriteHealth(lmdbProbe(env.dbs.meta), onHealth)
-    this.writer = new LmdbBatchWriter(env, durability === 'fsync', this.health)
+    this.journal = new LmdbTenantJournal(env.dbs, journalKeep)
+    this.writer = new LmdbBatchWriter(env, durability === 'fsync', this.health, this.journal)
     this.idempotency = new LmdbIdempotencyStore(env.dbs.idempotency, idempotencyTtlMs, this.health)
   }
 
@@ -49,6 +53,8 @@ export class LmdbSessionRepository implements SessionRepository {
       fold?: Fold
       /** Told when writes start failing (with the error) and when they work again. */
       onHealth?: (writable: boolean, err?: unknown) => void
+      /** Tenant journal rows kept per tenant (default JOURNAL_KEEP; tests prune sooner). */
+      journalKeep?: number
     },
   ): Promise<LmdbSessionRepository> {
     return new LmdbSessionRepository(
@@ -56,6 +62,7 @@ export class LmdbSessionRepository implements SessionRepository {
       opts.durability,
       opts.idempotencyTtlMs,
       opts.onHealth,
+      opts.journalKeep,
     )
   }
 

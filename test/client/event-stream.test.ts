@@ -171,3 +171,44 @@ t.test('a streamed turn whose connection breaks: the idempotency key recovers it
   )
   t.match(lost, { name: 'BurrowError', code: 'INTERNAL', data: { transport: 'network' } }, 'without a key the outcome is unknown')
 })
+
+t.test('lmdb: the tenant stream resumes with Last-Event-ID after a cut, every event once', async (t) => {
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' })
+  t.teardown(() => closeHarness(h))
+  const proxy = await startProxy(h.url)
+  t.teardown(() => proxy.close())
+  const direct = new BurrowClient({ baseUrl: h.url })
+  const viaProxy = new BurrowClient({ baseUrl: proxy.url })
+  const a = (await direct.createSession({})).session_id
+  const b = (await direct.createSession({})).session_id
+  const abort = new AbortController()
+  const reconnects: ReconnectInfo[] = []
+  const stream = collect(viaProxy.events(null, { after: 0, signal: abort.signal, onReconnect: (i) => reconnects.push(i) }))
+  const stored = () => stream.items.filter((f) => f.kind === 'event' && f.event.type !== 'text_delta')
+  await eventually(() => stored().length === 2)
+  proxy.cut()
+  await direct.startTurn(a, { input: 'while disconnected' })
+  await direct.startTurn(b, { input: 'also while disconnected' })
+  await eventually(() => stored().length === 8, 8000)
+  await direct.startTurn(a, { input: 'live again' })
+  await eventually(() => stored().length === 11, 8000)
+  abort.abort()
+  await stream.done
+  t.ok(reconnects.length >= 1 && reconnects[0]!.lastEventId !== undefined, 'it reconnected with the last stream id')
+  const keys = stored().map((f) => (f.kind === 'event' ? `${f.event.session_id}:${f.event.seq}` : ''))
+  t.equal(new Set(keys).size, keys.length, 'no duplicate')
+  t.same(
+    keys.filter((k) => k.startsWith(a)).map((k) => Number(k.split(':')[1])),
+    range(1, 7),
+    "a's events, in order, none missing",
+  )
+  t.same(
+    keys.filter((k) => k.startsWith(b)).map((k) => Number(k.split(':')[1])),
+    range(1, 4),
+  )
+  const ids = stored().map((f) => (f.kind === 'event' ? f.id : undefined))
+  t.ok(
+    ids.every((id, i) => id !== undefined && (i === 0 || id > ids[i - 1]!)),
+    'stream ids increase',
+  )
+})

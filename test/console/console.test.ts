@@ -2,6 +2,9 @@
 // a session created and a streamed answer, a compaction's discarded messages, memory search
 // followed to its event, the live activity feed, and a read-only token refused a write.
 import t, { type Test } from 'tap'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { Api, startBurrow, type Harness } from '../helpers/harness.js'
 import { launchChromium } from './browser.js'
@@ -134,7 +137,7 @@ t.test('single-tenant console', async (t) => {
     await page.getByTestId('stream-state').filter({ hasText: 'live' }).waitFor()
     const id = await h.api.createSession({ model: 'offline:echo' })
     await h.api.turn(id, { input: 'visible in the activity feed' })
-    const row = page.locator('li[data-type="turn_completed"]').filter({ hasText: id.slice(0, 8) })
+    const row = page.locator(`li[data-type="turn_completed"][data-session="${id}"]`)
     await row.waitFor()
     t.equal(await row.count(), 1)
     await row.getByRole('link').click()
@@ -169,5 +172,47 @@ t.test('with keys: the key is exchanged for a token, and a read-only token is re
   await alert.waitFor()
   t.match(await alert.textContent(), /FORBIDDEN/)
   t.same((await new Api(h.url, 'console-key').get('/v1/sessions')).body.items, [], 'nothing was created')
+  noErrors(t, page)
+})
+
+t.test('the activity view resumes across a server restart with no gap and no duplicate', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-console-restart-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  let h = await startBurrow(ENV, { dataDir })
+  t.teardown(() => h.close())
+  const page = await open(t, h, '/console#/activity')
+  const state = page.getByTestId('stream-state')
+  await state.filter({ hasText: 'live' }).waitFor()
+  const before = await h.api.createSession({ model: 'offline:echo' })
+  await h.api.turn(before, { input: 'before the restart' })
+  await page.locator(`li[data-type="turn_completed"][data-session="${before}"]`).waitFor()
+
+  const port = new URL(h.url).port
+  await h.close()
+  await state.filter({ hasText: 'reconnecting' }).waitFor()
+  h = await startBurrow({ ...ENV, PORT: port }, { dataDir })
+  // Committed while the page is still disconnected: it comes back by Last-Event-ID.
+  const during = await h.api.createSession({ model: 'offline:echo' })
+  await h.api.turn(during, { input: 'while the page was away' })
+  await h.api.turn(before, { input: 'and on the old session' })
+  await page.locator(`li[data-type="turn_completed"][data-session="${during}"]`).waitFor({ timeout: 10_000 })
+  await state.filter({ hasText: 'live' }).waitFor()
+  const after = await h.api.createSession({ model: 'offline:echo' })
+  await h.api.turn(after, { input: 'live after the restart' })
+  await page.locator(`li[data-type="turn_completed"][data-session="${after}"]`).waitFor()
+
+  // Every stored event of the three sessions since the page opened, each once.
+  const rows = await page
+    .locator('li[data-type]')
+    .evaluateAll((els) => els.map((el) => `${el.getAttribute('data-session')} ${el.getAttribute('data-type')}`))
+  for (const [id, turns] of [
+    [before, 2],
+    [during, 1],
+    [after, 1],
+  ] as const) {
+    t.equal(rows.filter((r) => r === `${id} turn_completed`).length, turns, `${id}: each turn once`)
+    t.equal(rows.filter((r) => r === `${id} turn_started`).length, turns)
+  }
+  t.equal(rows.filter((r) => r === `${during} session_created`).length, 1, 'created while away, seen once')
   noErrors(t, page)
 })

@@ -1,0 +1,103 @@
+import type { EventEnvelope } from '../core/events.js'
+import { JOURNAL_ROW_SPAN, type JournalRow, type TenantJournal } from '../core/stores.js'
+import type { BurrowDbs } from './lmdb-dbs.js'
+import { json, type Op } from './lmdb-layout.js'
+
+/** Rows kept per tenant (about 40 bytes each): older ones are pruned as new ones are written. */
+export const JOURNAL_KEEP = 250_000
+/** Pruning runs when a tenant's position reaches a multiple of this, removing at most this many rows. */
+const PRUNE_EVERY = 1024
+
+/**
+ * The tenant journal on LMDB (`tenant_log`: [tenant, pos] → [session, first, last]). Rows are
+ * appended by the batch writer inside the batch's transaction — so a row exists exactly when
+ * its events do, and positions follow commit order (one writer, batches commit in order).
+ */
+export class LmdbTenantJournal implements TenantJournal {
+  /** The last position given out per tenant (read from the database on first use). */
+  private readonly next = new Map<string, number>()
+  /**
+   * The last position per tenant whose batch is committed *and* durable (flushed, with fsync):
+   * readers see no further, so nothing is streamed that a power loss could take back. A tenant
+   * this process has not written to has the database's last row.
+   */
+  private readonly durable = new Map<string, number>()
+  private readonly listeners = new Set<(tenants: readonly string[]) => void>()
+
+  constructor(
+    private readonly dbs: BurrowDbs,
+    private readonly keep = JOURNAL_KEEP,
+  ) {}
+
+  /**
+   * Appends the rows of one session's committed events to `ops` (inside the batch's
+   * transaction); returns the last position given out.
+   */
+  append(tenant: string, sessionId: string, events: readonly EventEnvelope[], ops: Op[]): number {
+    if (!this.durable.has(tenant)) this.durable.set(tenant, this.stored(tenant))
+    let pos = 0
+    for (let i = 0; i < events.length; i += JOURNAL_ROW_SPAN) {
+      const first = events[i]!.seq
+      const last = events[Math.min(events.length, i + JOURNAL_ROW_SPAN) - 1]!.seq
+      pos = (this.next.get(tenant) ?? this.stored(tenant)) + 1
+      this.next.set(tenant, pos)
+      ops.push({ db: this.dbs.tenantLog, key: [tenant, pos], value: json([sessionId, first, last]) })
+      if (pos % PRUNE_EVERY === 0 && pos > this.keep)
+        for (const key of this.dbs.tenantLog.getKeys({ start: [tenant, 0], end: [tenant, pos - this.keep + 1], limit: PRUNE_EVERY }))
+          ops.push({ db: this.dbs.tenantLog, key })
+    }
+    return pos
+  }
+
+  /** A batch that appended rows failed: what it gave out is read again from the database. */
+  forget(tenants: Iterable<string>): void {
+    for (const t of tenants) this.next.delete(t)
+  }
+
+  /** A batch committed and is durable: its rows become readable, and the listeners are told which tenants advanced. */
+  advanced(heads: ReadonlyMap<string, number>): void {
+    if (heads.size === 0) return
+    for (const [tenant, pos] of heads) if (pos > (this.durable.get(tenant) ?? 0)) this.durable.set(tenant, pos)
+    const tenants = [...heads.keys()]
+    for (const fn of this.listeners) {
+      try {
+        fn(tenants)
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
+  }
+
+  rowsFrom(tenant: string, from: number, limit: number): JournalRow[] {
+    const out: JournalRow[] = []
+    const head = this.head(tenant)
+    if (from > head) return out
+    for (const { key, value } of this.dbs.tenantLog.getRange({ start: [tenant, from], end: [tenant, head + 1], limit })) {
+      const [sessionId, first, last] = value as [string, number, number]
+      out.push({ pos: (key as [string, number])[1], sessionId, first, last })
+    }
+    return out
+  }
+
+  head(tenant: string): number {
+    return this.durable.get(tenant) ?? this.stored(tenant)
+  }
+
+  /** The last row in the database (committed; durable unless this process wrote it). */
+  private stored(tenant: string): number {
+    for (const key of this.dbs.tenantLog.getKeys({ start: [tenant, Infinity], end: [tenant, 0], reverse: true, limit: 1 }))
+      return (key as [string, number])[1]
+    return 0
+  }
+
+  oldest(tenant: string): number {
+    for (const key of this.dbs.tenantLog.getKeys({ start: [tenant, 0], end: [tenant, Infinity], limit: 1 }))
+      return (key as [string, number])[1]
+    return 0
+  }
+
+  onAdvance(fn: (tenants: readonly string[]) => void): () => void {
+    this.listeners.add(fn)
+    return () => this.listeners.delete(fn)
+  }
+}
