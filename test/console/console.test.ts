@@ -146,6 +146,37 @@ t.test('single-tenant console', async (t) => {
     noErrors(t, page)
   })
 
+  t.test("the composer answers a paused turn's client tool call, and interrupts a running turn", async (t) => {
+    const tools = [
+      { name: 'get_weather', description: 'Weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
+    ]
+    const id = await h.api.createSession({ model: 'offline:echo', tools })
+    const page = await open(t, h, `/console#/sessions/${id}`)
+    await page.getByLabel('Message').fill('/tool get_weather {"city":"Oslo"}')
+    await page.getByRole('button', { name: 'Send' }).click()
+    const box = page.getByLabel('Result for get_weather')
+    await box.waitFor()
+    await box.fill('5°C, clear')
+    await page.getByRole('button', { name: 'Send results' }).click()
+    await page.locator('[data-type="turn_completed"]').waitFor()
+    t.match(await page.locator('[data-type="tool_result"]').textContent(), '5°C, clear', 'the result went into the history')
+    t.match(await page.locator('[data-type="turn_completed"]').textContent(), 'completed')
+    await page.getByLabel('Message').waitFor()
+
+    // A slow answer, interrupted from the console: the turn ends INTERRUPTED and the session takes the next.
+    const slow = await h.api.createSession({ model: MODEL })
+    h.fake.enqueue({ text: 'a very slow answer that will not be finished', chunkSize: 2, delayMs: 200 })
+    await page.goto(`${h.url}/console#/sessions/${slow}`)
+    await page.getByLabel('Message').fill('take your time')
+    await page.getByRole('button', { name: 'Send' }).click()
+    await page.getByTestId('streaming').waitFor()
+    await page.getByRole('button', { name: 'Interrupt' }).click()
+    const failed = page.locator('[data-type="turn_failed"]')
+    await failed.waitFor()
+    t.match(await failed.textContent(), 'INTERRUPTED')
+    noErrors(t, page)
+  })
+
   t.test('readable at 390 px wide', async (t) => {
     const page = await open(t, h, '/console#/sessions', 390)
     await page.getByRole('button', { name: 'New session' }).waitFor()

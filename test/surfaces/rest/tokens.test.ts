@@ -1,6 +1,7 @@
 // Short-lived scoped tokens (POST /v1/tokens) through the real server: what each scope may do on
 // REST, SSE (?access_token=) and JSON-RPC, the refusals' codes, and tenant isolation.
 import t from 'tap'
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
 import { Api, startBurrow } from '../../helpers/harness.js'
 
 const KEYS = 'key-a:tenantA,key-b:tenantB'
@@ -145,6 +146,30 @@ t.test('tokens with keys configured', async (t) => {
     const refused = await rpc('session/create', {})
     t.equal(refused.body.error.code, -32024)
     t.equal(refused.body.error.data.code, 'FORBIDDEN')
+  })
+
+  t.test('MCP over HTTP takes the same tokens: a read token lists, a write is FORBIDDEN', async (t) => {
+    const token = (await mint(a, { scope: 'read' })).body.token
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const res = await fetch(`${h.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': LATEST_PROTOCOL_VERSION,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
+      })
+      const text = await res.text()
+      const data = text.split('\n').find((l) => l.startsWith('data: '))
+      return JSON.parse(data ? data.slice(6) : text)
+    }
+    const read = await call('session_read', { session_id: mine })
+    t.equal(read.result?.structuredContent?.session_id, mine)
+    const refused = await call('session_create', { model: 'offline:echo' })
+    const error = refused.error ?? refused.result
+    t.match(JSON.stringify(error), /FORBIDDEN/, 'the write is refused with FORBIDDEN')
   })
 })
 
