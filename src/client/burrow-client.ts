@@ -12,6 +12,7 @@ import type { SessionId } from '../core/ids.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { EventPage, SessionOperations } from '../core/session-service.js'
 import type {
+  AccessToken,
   Capabilities,
   CompactionOutcome,
   CreateSession,
@@ -29,6 +30,7 @@ import type {
   SessionSummary,
   SessionView,
   StartTurn,
+  TokenRequest,
   TurnResult,
 } from '../core/wire.js'
 import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
@@ -120,6 +122,14 @@ export class BurrowClient implements SessionOperations {
 
   async deleteMemory(id: string, ctx: ClientCallContext = {}): Promise<void> {
     await this.t.json(ctx, { method: 'DELETE', path: `/v1/memory/${seg(id)}` })
+  }
+
+  /**
+   * A short-lived, scoped token (`POST /v1/tokens`): for a browser, which should hold this rather
+   * than the API key. Called with a token, it refreshes it (never wider, never past its `refresh_until`).
+   */
+  createToken(req: TokenRequest, ctx: ClientCallContext = {}): Promise<AccessToken> {
+    return this.t.json(ctx, { method: 'POST', path: '/v1/tokens', body: req })
   }
 
   addMemory(entries: MemoryAdd, ctx: ClientCallContext = {}): Promise<MemoryAdded> {

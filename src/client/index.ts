@@ -25,6 +25,7 @@ export type {
 export type { SessionNote } from '../core/session-record.js'
 export type { CallContext, EventPage, SessionOperations, StreamControl, StreamFrame } from '../core/session-service.js'
 export type {
+  AccessToken,
   Capabilities,
   CompactionOutcome,
   CreateSession,
@@ -42,5 +43,6 @@ export type {
   SessionSummary,
   SessionView,
   StartTurn,
+  TokenRequest,
   TurnResult,
 } from '../core/wire.js'

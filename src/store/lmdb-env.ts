@@ -37,9 +37,19 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
     ...(durability === 'relaxed' ? { noSync: true } : {}),
   })
   const db = <K extends import('lmdb').Key>(name: string) => root.openDB<unknown, K>({ name, encoding: 'json' })
+  // meta keeps lmdb-js's default encoding (msgpack), as every schema so far: its version always reads.
+  const meta = root.openDB<unknown, string>({ name: 'meta' })
+  const version = meta.get('schema_version')
+  if (version !== undefined && version !== SCHEMA_VERSION && !(version === 2 && fold)) {
+    // Refused before anything is opened that this build would create: the directory stays exactly as it was.
+    await root.close()
+    throw new SchemaMismatchError(
+      `The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}` +
+        (version === 2 ? ' and upgrades version 2 when the service opens it.' : '.'),
+    )
+  }
   const dbs: BurrowDbs = {
-    // meta keeps lmdb-js's default encoding (msgpack), as every schema so far: its version always reads.
-    meta: root.openDB<unknown, string>({ name: 'meta' }),
+    meta,
     events: db('events'),
     heads: db('heads'),
     configs: db('configs'),
@@ -53,19 +63,12 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
     idempotency: db('idempotency'),
     tenantLog: db('tenant_log'),
   }
-  const version = dbs.meta.get('schema_version')
   let migrated: Migrated | undefined
   if (version === undefined) {
     await dbs.meta.put('schema_version', SCHEMA_VERSION)
   } else if (version === 2 && fold) {
     migrated = migrateFromV2(root, dbs, fold)
     await root.flushed
-  } else if (version !== SCHEMA_VERSION) {
-    await root.close()
-    throw new SchemaMismatchError(
-      `The data directory ${dataDir} has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}` +
-        (version === 2 ? ' and upgrades version 2 when the service opens it.' : '.'),
-    )
   }
   let closing: Promise<void> | null = null
   return {

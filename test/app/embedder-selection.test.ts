@@ -84,5 +84,11 @@ t.test('use-lite without its optional packages: a clear start-up error', async (
   // And the same copy starts with the default embedder: only use-lite needs the packages.
   const ok = await startServer({ ...(await dataDir(t)), BURROW_EMBEDDER: 'hashed' }, { entry: join(root, 'src', 'bin', 'server.ts') })
   t.equal(ok.kind, 'listening', ok.kind === 'exited' ? ok.stderr : 'listening')
-  if (ok.kind === 'listening') await stopServer(ok.server)
+  if (ok.kind === 'listening') {
+    // The copy has no console/: the API is served all the same, and the console says what is missing.
+    const res = await fetch(`${ok.server.url}/console`)
+    t.equal(res.status, 503)
+    t.match(await res.text(), /console's files are missing/)
+    await stopServer(ok.server)
+  }
 })

@@ -110,6 +110,19 @@ for (const mode of MODES)
       }
     })
 
+    t.test('a read-only token from createToken reads and is refused writes with FORBIDDEN', async (t) => {
+      const id = (await client.createSession({ model: 'offline:echo' })).session_id
+      const token = await client.createToken({ scope: 'read', ttl_s: 60 })
+      t.match(token, { token_type: 'Bearer', scope: 'read', session_id: null, expires_in: Number })
+      const reader = new BurrowClient({ baseUrl: h.url, apiKey: token.token })
+      t.equal((await reader.getCapabilities()).auth, false)
+      const refused = await refusal(() => reader.startTurn(id, { input: 'no' }))
+      t.equal(refused.code, 'FORBIDDEN')
+      t.equal(refused.status, 403)
+      const refreshed = await reader.createToken({ scope: 'read' })
+      t.equal(refreshed.refresh_until, token.refresh_until, 'a refresh keeps the chain limit')
+    })
+
     t.test('errors carry the code, the field and the request id', async (t) => {
       const missing = await refusal(() => client.startTurn(randomUUID(), { input: 'hi' }, { requestId: 'req-client-1' }))
       t.equal(missing.code, 'SESSION_NOT_FOUND')

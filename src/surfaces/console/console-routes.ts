@@ -8,7 +8,18 @@ import { loadConsole, type ConsoleAsset } from './console-assets.js'
  * referrer leaves the page (SSE URLs carry a token). The files are read and gzipped at start-up.
  */
 export function consoleRoutes(app: FastifyInstance): void {
-  const bundle = loadConsole()
+  const opts = { schema: { hide: true }, config: { rateLimit: false } } as const
+  let bundle: ReturnType<typeof loadConsole>
+  try {
+    bundle = loadConsole()
+  } catch (err) {
+    // An installation without the console's files (console/ not copied) still serves the API.
+    app.log.warn({ err }, "the console's files are missing from this installation: GET /console answers 503")
+    app.get('/console', opts, async (_req, reply) =>
+      reply.code(503).type('text/plain; charset=utf-8').send("The console's files are missing from this installation (console/).\n"),
+    )
+    return
+  }
   const csp = [
     "default-src 'none'",
     `script-src 'self' '${bundle.importMapHash}'`,
@@ -19,7 +30,6 @@ export function consoleRoutes(app: FastifyInstance): void {
     "form-action 'none'",
     "frame-ancestors 'none'",
   ].join('; ')
-  const opts = { schema: { hide: true }, config: { rateLimit: false } } as const
 
   app.get('/console', opts, async (req, reply) => {
     reply.header('content-security-policy', csp).header('cache-control', 'no-cache')
