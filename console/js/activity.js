@@ -3,7 +3,7 @@
 // Last-Event-ID when it reconnects by itself, and a stream opened again says `after=`.
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api.js'
-import { html, shortId, summary, time } from './ui.js'
+import { html, shortId, STORED_TYPES, summary, time } from './ui.js'
 
 const KEEP = 300
 
@@ -26,13 +26,15 @@ export function Activity() {
         // EventSource retries by itself; a closed one (the token expired, the server refused) is opened again with the current token.
         if (source.readyState === EventSource.CLOSED) retry = setTimeout(open, 1000)
       }
-      source.onmessage = null
-      for (const type of TYPES)
+      // Text deltas are left out of the feed: the session's page streams them.
+      for (const type of STORED_TYPES)
         source.addEventListener(type, (m) => {
           if (m.lastEventId) lastId = m.lastEventId
           const e = JSON.parse(m.data)
           const key = `${e.session_id}:${e.seq}`
           if (seen.has(key)) return
+          // Belt and braces against a replay overlapping what was shown (the server sends none); kept small.
+          if (seen.size > KEEP * 20) seen.clear()
           seen.add(key)
           setEvents((list) => [{ ...e, key }, ...list].slice(0, KEEP))
         })
@@ -73,21 +75,3 @@ export function Activity() {
   </section>`
 }
 
-/** The stored event types (text deltas are left out of the feed: the session's page streams them). */
-const TYPES = [
-  'session_created',
-  'turn_started',
-  'assistant_message',
-  'tool_call',
-  'tool_result',
-  'turn_requires_action',
-  'turn_completed',
-  'turn_failed',
-  'compaction_started',
-  'compaction_completed',
-  'compaction_failed',
-  'memory_indexed',
-  'session_archived',
-  'note_set',
-  'note_deleted',
-]

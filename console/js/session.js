@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from './api.js'
 import { Timeline } from './timeline.js'
-import { Badge, ErrorNote, html, textOf } from './ui.js'
+import { Badge, ErrorNote, html, STORED_TYPES, textOf } from './ui.js'
 
 const REFRESH_ON = new Set([
   'turn_started',
@@ -50,7 +50,7 @@ export function SessionPage({ id, seq }) {
         const e = JSON.parse(m.data)
         setStreaming((s) => ({ ...s, [e.turn]: (s[e.turn] || '') + e.data.text }))
       })
-      for (const type of STORED) source.addEventListener(type, (m) => stored(JSON.parse(m.data)))
+      for (const type of STORED_TYPES) source.addEventListener(type, (m) => stored(JSON.parse(m.data)))
       source.onerror = () => {
         if (!closed && source.readyState === EventSource.CLOSED) retry = setTimeout(open, 1000)
       }
@@ -114,23 +114,6 @@ export function SessionPage({ id, seq }) {
   </div>`
 }
 
-const STORED = [
-  'session_created',
-  'turn_started',
-  'assistant_message',
-  'tool_call',
-  'tool_result',
-  'turn_requires_action',
-  'turn_completed',
-  'turn_failed',
-  'compaction_started',
-  'compaction_completed',
-  'compaction_failed',
-  'memory_indexed',
-  'session_archived',
-  'note_set',
-  'note_deleted',
-]
 
 function Composer({ id, view, onError, onDone }) {
   const [text, setText] = useState('')

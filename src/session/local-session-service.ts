@@ -223,6 +223,7 @@ export class LocalSessionService implements SessionService {
       await this.parts.memory?.store.deleteSession(tenant, id)
       this.sessions.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
       await this.repo.deleteSession(id, tenant)
+      this.tenantFeed?.forgetSession(id)
       await this.sessions.deleted(id)
     })
   }

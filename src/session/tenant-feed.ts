@@ -1,11 +1,13 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { StreamControl } from '../core/session-service.js'
-import { JOURNAL_ROW_SPAN, type EventStore, type TenantJournal } from '../core/stores.js'
+import { JOURNAL_ROW_SPAN, type EventStore, type JournalRow, type TenantJournal } from '../core/stores.js'
 import type { EventHub } from './event-hub.js'
 import type { Subscription } from './subscription.js'
 
 /** Journal rows read at a time. */
 const PAGE = 64
+/** Rows whose events are kept for the other readers of the tenant (each row is read once, not once per reader). */
+const SHARED_ROWS = 256
 
 /**
  * The resumable tenant stream (`GET /v1/events`) where the store keeps a tenant journal: stored
@@ -18,6 +20,8 @@ const PAGE = 64
 export class TenantFeed {
   private readonly streams = new Map<string, Set<TenantStream>>()
   private readonly stop: () => void
+  /** The events of recently read rows, by tenant and position: every reader of a tenant needs the same ones. */
+  private readonly recent = new Map<string, { sessionId: string; events: Promise<EventEnvelope[]> }>()
 
   constructor(
     private readonly hub: EventHub,
@@ -55,7 +59,7 @@ export class TenantFeed {
     if (truncated) sub.control(truncated)
     let set = this.streams.get(tenant)
     if (!set) this.streams.set(tenant, (set = new Set()))
-    stream = new TenantStream(this.journal, this.events, tenant, sub, from, skip, this.queueLimit)
+    stream = new TenantStream(this.journal, (row) => this.rowEvents(tenant, row), tenant, sub, from, skip, this.queueLimit)
     set.add(stream)
     stream.pump()
     return sub
@@ -64,6 +68,25 @@ export class TenantFeed {
   close(): void {
     this.stop()
     this.streams.clear()
+    this.recent.clear()
+  }
+
+  /** A deleted session's rows read as nothing from now on: none of its events is kept here. */
+  forgetSession(sessionId: string): void {
+    for (const [key, r] of this.recent) if (r.sessionId === sessionId) this.recent.delete(key)
+  }
+
+  /** A row's events, read once for all the tenant's readers (a failed read is not kept). */
+  private rowEvents(tenant: string, row: JournalRow): Promise<EventEnvelope[]> {
+    const key = `${row.pos}\u0000${tenant}`
+    let r = this.recent.get(key)
+    if (!r) {
+      r = { sessionId: row.sessionId, events: this.events.readAfter(row.sessionId, row.first - 1, row.last) }
+      this.recent.set(key, r)
+      r.events.catch(() => this.recent.delete(key))
+      if (this.recent.size > SHARED_ROWS) this.recent.delete(this.recent.keys().next().value as string)
+    }
+    return r.events
   }
 
   private forget(tenant: string, stream: TenantStream): void {
@@ -86,7 +109,7 @@ class TenantStream {
 
   constructor(
     private readonly journal: TenantJournal,
-    private readonly events: EventStore,
+    private readonly rowEvents: (row: JournalRow) => Promise<EventEnvelope[]>,
     private readonly tenant: string,
     private readonly sub: Subscription,
     /** The next row to read, and the indexes in it already delivered (up to `skip`). */
@@ -116,7 +139,7 @@ class TenantStream {
         const rows = this.journal.rowsFrom(this.tenant, this.next, PAGE)
         if (rows.length === 0) break
         for (const row of rows) {
-          const events: EventEnvelope[] = await this.events.readAfter(row.sessionId, row.first - 1, row.last)
+          const events = await this.rowEvents(row)
           for (const e of events) {
             const index = e.seq - row.first
             if (row.pos === this.next && index <= this.skip) continue

@@ -132,3 +132,33 @@ t.test('text deltas reach the tenant stream live; a slow start still gets every 
     'deltas carry no id',
   )
 })
+
+t.test("a deleted session's events are not replayed, even to a reader right after the deletion", async (t) => {
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb' })
+  t.teardown(() => h.close())
+  const gone = await h.api.createSession()
+  const kept = await h.api.createSession()
+  await h.api.turn(gone, { input: 'soon deleted' })
+  await h.api.turn(kept, { input: 'stays' })
+  const first = await h.api.sse('/v1/events?after=0')
+  const before = await first.until((f) => f.event === 'turn_completed' && f.data.session_id === kept)
+  first.close()
+  t.ok(
+    before.some((f) => f.data.session_id === gone),
+    'read once while it existed',
+  )
+  t.equal((await h.api.delete(`/v1/sessions/${gone}`)).status, 204)
+  const again = await h.api.sse('/v1/events?after=0')
+  const after = await again.until((f) => f.event === 'turn_completed' && f.data.session_id === kept)
+  again.close()
+  t.notOk(
+    after.some((f) => f.data.session_id === gone),
+    'not after it was deleted',
+  )
+  t.same(
+    storedFrames(after).map(key),
+    storedFrames(before)
+      .filter((f) => f.data.session_id === kept)
+      .map(key),
+  )
+})
