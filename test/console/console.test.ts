@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { Api, startBurrow, type Harness } from '../helpers/harness.js'
+import { tempDatabase } from '../helpers/pg.js'
 import { launchChromium } from './browser.js'
 
 const ENV = { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on', BURROW_DURABILITY: 'relaxed' }
@@ -246,4 +247,29 @@ t.test('the activity view resumes across a server restart with no gap and no dup
   }
   t.equal(rows.filter((r) => r === `${during} session_created`).length, 1, 'created while away, seen once')
   noErrors(t, page)
+})
+
+t.test('on PostgreSQL: the console runs a turn and streams it, and the activity view is live', async (t) => {
+  const db = await tempDatabase(t, 'console')
+  const h = await startBurrow(
+    { BURROW_SESSION_STORE: 'postgres', BURROW_MEMORY_STORE: 'postgres', BURROW_DATABASE_URL: db.url, BURROW_COMPACTION: 'on' },
+    { fake: true },
+  )
+  t.teardown(() => h.close())
+  const activity = await open(t, h, '/console#/activity')
+  await activity.getByTestId('stream-state').filter({ hasText: 'live' }).waitFor()
+  const page = await open(t, h, '/console#/sessions')
+  await page.getByLabel('Model').fill(MODEL)
+  await page.getByRole('button', { name: 'New session' }).click()
+  await page.waitForURL(/#\/sessions\/[0-9a-f-]{36}$/)
+  const id = /#\/sessions\/([0-9a-f-]{36})$/.exec(page.url())![1]!
+  h.fake.enqueue({ text: 'Stored in PostgreSQL, streamed to the browser.', chunkSize: 5, delayMs: 30 })
+  await page.getByLabel('Message').fill('Where is this kept?')
+  await page.getByRole('button', { name: 'Send' }).click()
+  await page.getByTestId('streaming').waitFor()
+  await page.locator('[data-type="turn_completed"]').waitFor()
+  t.match(await page.locator('[data-type="assistant_message"]').textContent(), 'Stored in PostgreSQL, streamed to the browser.')
+  await activity.locator(`li[data-type="turn_completed"][data-session="${id}"]`).waitFor()
+  noErrors(t, page)
+  noErrors(t, activity)
 })
