@@ -107,10 +107,10 @@ export class LocalSessionService implements SessionService {
   }
 
   async createToken(req: TokenRequest, ctx: CallContext): Promise<AccessToken> {
-    const p = this.parts.auth.principal(ctx.apiKey)
-    // A session's token is checked against the session now: a typo gets 404, not a token good for nothing.
-    if (req.session_id !== undefined) await this.sessions.current(p.tenant, req.session_id)
+    // Minted first (it checks the caller's scope, and has no effect), so a session token learns nothing of other sessions.
     const t = this.parts.auth.mint(ctx.apiKey, req)
+    // A session's token is checked against the session now: a typo gets 404, not a token good for nothing.
+    if (req.session_id !== undefined) await this.sessions.current(this.parts.auth.tenantFor(ctx.apiKey), req.session_id)
     const iso = (s: number) => new Date(s * 1000).toISOString()
     return {
       token: t.token,

@@ -101,6 +101,8 @@ t.test('tokens with keys configured', async (t) => {
       () => s.post('/v1/sessions', { model: 'offline:echo' }),
       () => s.get('/v1/memory/search?q=hello'),
       () => s.post('/v1/tokens', { scope: 'read', session_id: other }),
+      // Refused the same for a session that does not exist: the token learns nothing of other sessions.
+      () => s.post('/v1/tokens', { scope: 'read', session_id: '01930000-0000-7000-8000-0000000000ee' }),
     ]) {
       const res = await refused()
       t.equal(res.status, 403)
