@@ -3,7 +3,8 @@
 // Last-Event-ID when it reconnects by itself, and a stream opened again says `after=`.
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api.js'
-import { html, shortId, STORED_TYPES, summary, time } from './ui.js'
+import { STORED_TYPES } from './event-types.js'
+import { html, shortId, summary, time } from './ui.js'
 
 const KEEP = 300
 

@@ -3,8 +3,9 @@
 // turn's tool calls, interrupt, compact).
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from './api.js'
+import { STORED_TYPES } from './event-types.js'
 import { Timeline } from './timeline.js'
-import { Badge, ErrorNote, html, STORED_TYPES, textOf } from './ui.js'
+import { Badge, ErrorNote, html, textOf } from './ui.js'
 
 const REFRESH_ON = new Set([
   'turn_started',

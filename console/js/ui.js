@@ -76,21 +76,3 @@ export function clip(s, n) {
   return s.length > n ? `${s.slice(0, n - 1)}…` : s
 }
 
-/** The stored event types (a stream's text deltas are never stored). */
-export const STORED_TYPES = [
-  'session_created',
-  'turn_started',
-  'assistant_message',
-  'tool_call',
-  'tool_result',
-  'turn_requires_action',
-  'turn_completed',
-  'turn_failed',
-  'compaction_started',
-  'compaction_completed',
-  'compaction_failed',
-  'memory_indexed',
-  'session_archived',
-  'note_set',
-  'note_deleted',
-]

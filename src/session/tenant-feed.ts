@@ -19,7 +19,6 @@ const SHARED_ROWS = 256
  */
 export class TenantFeed {
   private readonly streams = new Map<string, Set<TenantStream>>()
-  private readonly stop: () => void
   /** The events of recently read rows, by tenant and position: every reader of a tenant needs the same ones. */
   private readonly recent = new Map<string, { sessionId: string; events: Promise<EventEnvelope[]> }>()
 
@@ -29,7 +28,7 @@ export class TenantFeed {
     private readonly events: EventStore,
     private readonly queueLimit: number,
   ) {
-    this.stop = journal.onAdvance((tenants) => {
+    journal.onAdvance((tenants) => {
       for (const t of tenants) for (const s of this.streams.get(t) ?? []) s.pump()
     })
   }
@@ -63,12 +62,6 @@ export class TenantFeed {
     set.add(stream)
     stream.pump()
     return sub
-  }
-
-  close(): void {
-    this.stop()
-    this.streams.clear()
-    this.recent.clear()
   }
 
   /** A deleted session's rows read as nothing from now on: none of its events is kept here. */

@@ -60,6 +60,9 @@ t.test('single-tenant console', async (t) => {
     const res = await fetch(`${h.url}/console`, { headers: { 'accept-encoding': 'gzip' } })
     t.match(res.headers.get('content-security-policy'), /default-src 'none'/)
     t.equal(res.headers.get('referrer-policy'), 'no-referrer')
+    const missing = await fetch(`${h.url}/console/js/nope.js`)
+    t.equal(missing.status, 404)
+    t.match(await missing.json(), { code: 'ROUTE_NOT_FOUND' }, 'a file the console does not have: a code of the table')
     noErrors(t, page)
   })
 

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { gzipSync } from 'node:zlib'
+import { EVENT_TYPES, isStoredEventType } from '../../core/events.js'
 
 /** One file of the console, ready to send: as is and gzipped, with its validator. */
 export interface ConsoleAsset {
@@ -67,6 +68,9 @@ export function loadConsole(): ConsoleBundle {
     imports[name] = `/console/${url}`
   }
   for (const file of OWN) assets.set(file, asset(readFileSync(join(CONSOLE_DIR, file)), file.slice(file.lastIndexOf('.'))))
+  // The stored event types, from the service's own list (the views subscribe to each by name).
+  const stored = EVENT_TYPES.filter((t) => isStoredEventType(t))
+  assets.set('js/event-types.js', asset(Buffer.from(`export const STORED_TYPES = ${JSON.stringify(stored)}\n`), '.js'))
   const importMap = JSON.stringify({ imports })
   const html = readFileSync(join(CONSOLE_DIR, 'index.html'), 'utf8').replace(
     '<!--importmap-->',

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { BurrowError } from '../../core/errors.js'
 import { loadConsole, type ConsoleAsset } from './console-assets.js'
 
 /**
@@ -14,10 +15,10 @@ export function consoleRoutes(app: FastifyInstance): void {
     bundle = loadConsole()
   } catch (err) {
     // An installation without the console's files (console/ not copied) still serves the API.
-    app.log.warn({ err }, "the console's files are missing from this installation: GET /console answers 503")
-    app.get('/console', opts, async (_req, reply) =>
-      reply.code(503).type('text/plain; charset=utf-8').send("The console's files are missing from this installation (console/).\n"),
-    )
+    app.log.warn({ err }, "the console's files are missing from this installation: GET /console answers ROUTE_NOT_FOUND")
+    app.get('/console', opts, async () => {
+      throw new BurrowError('ROUTE_NOT_FOUND', "The console's files are missing from this installation (console/).")
+    })
     return
   }
   const csp = [
@@ -38,7 +39,7 @@ export function consoleRoutes(app: FastifyInstance): void {
   app.get('/console/', opts, async (_req, reply) => reply.redirect('/console', 308))
   app.get<{ Params: { '*': string } }>('/console/*', opts, async (req, reply) => {
     const file = bundle.assets.get(req.params['*'])
-    if (!file) return reply.code(404).type('text/plain; charset=utf-8').send('Not found')
+    if (!file) throw new BurrowError('ROUTE_NOT_FOUND', `No console file ${req.params['*']}.`)
     // Vendored libraries change only with the package (a new start); the console's own files with a new version too.
     reply.header('cache-control', 'no-cache')
     return send(req, reply, file)
