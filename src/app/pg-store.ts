@@ -40,6 +40,7 @@ export async function openPgSessionStore(config: Config, logger: Logger): Promis
       replicaId: config.replicaId,
       leaseMs: config.leaseMs,
       idempotencyTtlMs: IDEMPOTENCY_TTL_MS,
+      onError: (err, what) => logger.warn({ err, database }, `${what} failed: the next attempt makes up for it`),
       onHealth: (writable, err) => {
         if (writable) logger.info({ database }, 'the session database takes writes again: ready')
         else

@@ -42,7 +42,15 @@ export async function linkReplicas(parts: {
   const feed: PgChangeFeed = new PgChangeFeed({
     url: config.databaseUrl!,
     replicaId: config.replicaId,
-    sink: incoming,
+    sink: {
+      committed(tenant, sessionId, first, last) {
+        incoming.committed(tenant, sessionId, first, last)
+        store.journal.advanced(tenant, false) // the tenant streams here read it from the journal
+      },
+      delta: (...a) => incoming.delta(...a),
+      deleted: (...a) => incoming.deleted(...a),
+      watching: () => incoming.watching(),
+    },
     onListening: (listening, err) => {
       if (listening) logger.info({}, 'listening to the other replicas again: ready; subscribers catch up from the log')
       else

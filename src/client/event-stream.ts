@@ -12,10 +12,10 @@
  * - Ends when you break out of the loop, when `signal` aborts, or after yielding a
  *   `stream_closed` frame with reason `session_deleted`. Other `stream_closed` frames
  *   (`slow_consumer`, `shutdown`) are yielded and followed by a reconnection.
- * - The tenant stream (`null`) resumes too where the server keeps a tenant journal (the
- *   embedded LMDB store): frames carry the stream id in `id`, and a reconnection sends the last
- *   one as `Last-Event-ID`. Where it does not (no store, PostgreSQL), the server answers the
- *   reconnection with `stream_truncated` (`live_only`) and it goes on live.
+ * - The tenant stream (`null`) resumes too where the server keeps a tenant journal (LMDB,
+ *   PostgreSQL): frames carry the stream id in `id`, and a reconnection sends the last one as
+ *   `Last-Event-ID`. Where it does not (no store), the server answers the reconnection with
+ *   `stream_truncated` (`live_only`) and it goes on live.
  */
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { BurrowError } from '../core/errors.js'
@@ -152,7 +152,7 @@ export async function* eventStream(
               const last = lastBySession.get(e.session_id)
               if (last !== undefined && e.seq <= last) continue
               lastBySession.set(e.session_id, e.seq)
-              if (f.id !== undefined) lastId = f.id
+              if (typeof f.id === 'number') lastId = f.id
             }
           }
           yield f

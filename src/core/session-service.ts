@@ -54,9 +54,10 @@ export type StreamControl =
 
 /**
  * A frame of a stream. A stored event's SSE id is its seq on a session's stream; on the tenant
- * stream it is `id`, the event's position in the tenant's journal (TenantJournal).
+ * stream it is `id`, the event's position in the tenant's journal (TenantJournal; null: the frame
+ * has none).
  */
-export type StreamFrame = { kind: 'event'; event: EventEnvelope; id?: number } | { kind: 'control'; control: StreamControl }
+export type StreamFrame = { kind: 'event'; event: EventEnvelope; id?: number | null } | { kind: 'control'; control: StreamControl }
 
 /**
  * A live subscription: replayed events first, then live ones, with no gap and no

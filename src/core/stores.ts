@@ -15,33 +15,58 @@ export interface EventStore {
 
 /**
  * A tenant's journal: the order in which the sessions' events were committed, one row per
- * commit of a session (at most {@link JOURNAL_ROW_SPAN} events), numbered per tenant from 1 in
- * commit order. It is what makes the tenant stream (`GET /v1/events`) resumable: an event's
- * stream id is its row's position × JOURNAL_ROW_SPAN + its index in the row. Old rows are pruned
- * (a resume from before the oldest is told `stream_truncated`); a deleted session's rows stay
- * and read as nothing.
+ * commit of a session. It is what makes the tenant stream (`GET /v1/events`) resumable: each row
+ * has a `base`, and its events' stream ids are `base + index` — ids grow in commit order, across
+ * restarts too. A row holds at most {@link JOURNAL_ROW_SPAN} ids: events past the span share the
+ * last one (see {@link streamPosition}). Old rows are pruned (a resume from before the oldest is
+ * told `stream_truncated`); a deleted session's rows stay and read as nothing.
+ *
+ * LMDB numbers rows per tenant from 1 (base = position × span); PostgreSQL orders them by the
+ * writing transaction's id and shows a row only once every older transaction has ended
+ * (pg-tenant-journal.ts).
  */
 export interface TenantJournal {
-  /** Rows of the tenant with `pos >= from`, ascending, at most `limit`. */
-  rowsFrom(tenant: string, from: number, limit: number): JournalRow[]
-  /** The position of the tenant's newest row (0: none yet). */
-  head(tenant: string): number
-  /** The position of the tenant's oldest kept row (0: none). */
-  oldest(tenant: string): number
+  /** Where a stream of the tenant starts: after stream id `after`, or from now (undefined). */
+  start(tenant: string, after: number | undefined): Promise<JournalStart>
+  /**
+   * Rows with events whose stream ids are greater than `after`, in order, at most `limit`.
+   * `waiting`: rows were committed that cannot be read yet (an older commit is still in
+   * flight); ask again soon — no advance will be announced for them.
+   */
+  rowsAfter(tenant: string, after: number, limit: number): Promise<{ rows: JournalRow[]; waiting: boolean }>
   /** Calls `fn` with the tenants whose journal grew, after each commit that grew it. */
   onAdvance(fn: (tenants: readonly string[]) => void): () => void
 }
 
+export interface JournalStart {
+  /** The stream id the stream stands after. */
+  after: number
+  /** The requested position could not be served: the first stream id that can be, and why. */
+  truncated?: { first: number; reason: 'events_unavailable' | 'unknown_position' }
+}
+
 export interface JournalRow {
-  pos: number
+  /** The stream id of the row's first event. */
+  base: number
   sessionId: string
   /** The row's events: seqs `first..last` of the session. */
   first: number
   last: number
 }
 
-/** Events per journal row, at most: a stream id is `pos * JOURNAL_ROW_SPAN + index`. */
+/** Stream ids per journal row, at most. */
 export const JOURNAL_ROW_SPAN = 1024
+
+/**
+ * Where an event of a row stands on the tenant stream, and whether its frame carries that id.
+ * Past the span a row's events share its last id and only the row's last event carries it: a
+ * resume from inside that tail replays the tail (never a gap; the tail repeats).
+ */
+export function streamPosition(row: JournalRow, seq: number): { pos: number; shown: boolean } {
+  const index = seq - row.first
+  if (index < JOURNAL_ROW_SPAN - 1) return { pos: row.base + index, shown: true }
+  return { pos: row.base + JOURNAL_ROW_SPAN - 1, shown: seq === row.last }
+}
 
 /** Session snapshots: derived from the log, a cache that can always be rebuilt from it. */
 export interface SessionStore {
@@ -171,7 +196,7 @@ export interface SessionRepository {
    * the live session's `running` check is then the whole exclusion, and commits carry no token.
    */
   readonly leases?: SessionLeases
-  /** Present when the store keeps a tenant journal (LMDB): the tenant stream can then resume. */
+  /** Present when the store keeps a tenant journal (LMDB, PostgreSQL): the tenant stream can then resume. */
   readonly journal?: TenantJournal
   /**
    * Appends `events` (consecutive seqs following the stored or already queued last seq) and

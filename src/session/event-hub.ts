@@ -152,10 +152,15 @@ export class EventHub {
     return this.known.get(sessionId)
   }
 
-  /** Whether a subscriber here would receive the session's events now (of the session, or of `tenant`). */
+  /**
+   * Whether a subscriber here would receive the session's stored events now from the hub (of the
+   * session, or of `tenant`; a tenant stream fed from the journal reads them there).
+   */
   listening(sessionId: string, tenant: string): boolean {
     const ch = this.channels.get(sessionId)
-    return (ch !== undefined && ch.subs.size > 0) || (this.tenantSubs.get(ch?.tenant ?? tenant)?.size ?? 0) > 0
+    if (ch !== undefined && ch.subs.size > 0) return true
+    for (const s of this.tenantSubs.get(ch?.tenant ?? tenant) ?? []) if (!s.deltasOnly) return true
+    return false
   }
 
   /**

@@ -259,7 +259,11 @@ export class LocalSessionService implements SessionService {
     const tenant = this.mayRead(ctx, id)
     this.refuseWhenShuttingDown()
     if (id === null) {
-      if (this.tenantFeed) return this.tenantFeed.open(tenant, opts.after)
+      if (this.tenantFeed) {
+        const sub = await this.tenantFeed.open(tenant, opts.after)
+        if (this.shuttingDown) sub.closeWith({ type: 'stream_closed', session_id: null, data: { reason: 'shutdown' } })
+        return sub
+      }
       const sub = this.hub.subscribeTenant(tenant)
       if (opts.after !== undefined) {
         sub.control({

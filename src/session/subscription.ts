@@ -83,10 +83,11 @@ export class Subscription implements EventSubscription {
   }
 
   /**
-   * A stored event of the tenant stream, with its stream id (its journal position): delivered in
-   * journal order by the tenant feed, never merged or checked against a session's seq.
+   * A stored event of the tenant stream, with its stream id (its journal position; null: a frame
+   * without one, see streamPosition): delivered in journal order by the tenant feed, never merged
+   * or checked against a session's seq.
    */
-  pushAt(event: EventEnvelope, id: number): boolean {
+  pushAt(event: EventEnvelope, id: number | null): boolean {
     if (this.closing || this.ended) return false
     if (this.queue.length >= this.limit) {
       this.closeWith({ type: 'stream_closed', session_id: this.sessionId, data: { reason: 'slow_consumer' } })

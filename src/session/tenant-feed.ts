@@ -1,6 +1,6 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { StreamControl } from '../core/session-service.js'
-import { JOURNAL_ROW_SPAN, type EventStore, type JournalRow, type TenantJournal } from '../core/stores.js'
+import { streamPosition, type EventStore, type JournalRow, type TenantJournal } from '../core/stores.js'
 import type { EventHub } from './event-hub.js'
 import type { Subscription } from './subscription.js'
 
@@ -8,13 +8,15 @@ import type { Subscription } from './subscription.js'
 const PAGE = 64
 /** Rows whose events are kept for the other readers of the tenant (each row is read once, not once per reader). */
 const SHARED_ROWS = 256
+/** While rows wait for an older commit to end, the journal is asked again after this long, doubling up to the last. */
+const WAIT_MIN_MS = 5
+const WAIT_MAX_MS = 500
 
 /**
  * The resumable tenant stream (`GET /v1/events`) where the store keeps a tenant journal: stored
  * events are read from the journal in commit order — live ones as the journal advances, missed
- * ones after `Last-Event-ID` the same way — each with its stream id (the journal position ×
- * JOURNAL_ROW_SPAN + its index in the row), so a reconnection resumes with no gap and no
- * duplicate, across restarts too. Text deltas are never stored: they come live from the hub and
+ * ones after `Last-Event-ID` the same way — each with its stream id (its row's base + its index
+ * in the row), so a reconnection resumes with no gap and no duplicate, across restarts too. Text deltas are never stored: they come live from the hub and
  * may arrive before the stored event they follow on this stream.
  */
 export class TenantFeed {
@@ -34,31 +36,14 @@ export class TenantFeed {
   }
 
   /** The tenant's stream from after `after` (a stream id), or from now. */
-  open(tenant: string, after: number | undefined): Subscription {
+  async open(tenant: string, after: number | undefined): Promise<Subscription> {
+    const start = await this.journal.start(tenant, after)
     let stream: TenantStream | undefined
     const sub = this.hub.subscribeTenant(tenant, true, () => stream && this.forget(tenant, stream))
-    const head = this.journal.head(tenant)
-    let from = head + 1
-    let skip = -1
-    let truncated: StreamControl | undefined
-    if (after !== undefined) {
-      const pos = Math.floor(after / JOURNAL_ROW_SPAN)
-      const oldest = this.journal.oldest(tenant)
-      if (pos > head) {
-        // A position this journal never gave out (another data directory): from now, said so.
-        truncated = truncation(after, (head + 1) * JOURNAL_ROW_SPAN, 'unknown_position')
-      } else if (oldest > 1 && pos < oldest) {
-        truncated = truncation(after, oldest * JOURNAL_ROW_SPAN, 'events_unavailable')
-        from = oldest
-      } else {
-        from = pos
-        skip = after % JOURNAL_ROW_SPAN
-      }
-    }
-    if (truncated) sub.control(truncated)
+    if (start.truncated) sub.control(truncation(after!, start.truncated.first, start.truncated.reason))
     let set = this.streams.get(tenant)
     if (!set) this.streams.set(tenant, (set = new Set()))
-    stream = new TenantStream(this.journal, (row) => this.rowEvents(tenant, row), tenant, sub, from, skip, this.queueLimit)
+    stream = new TenantStream(this.journal, (row) => this.rowEvents(tenant, row), tenant, sub, start.after, this.queueLimit)
     set.add(stream)
     stream.pump()
     return sub
@@ -71,7 +56,7 @@ export class TenantFeed {
 
   /** A row's events, read once for all the tenant's readers (a failed read is not kept). */
   private rowEvents(tenant: string, row: JournalRow): Promise<EventEnvelope[]> {
-    const key = `${row.pos}\u0000${tenant}`
+    const key = `${row.base}\u0000${tenant}`
     let r = this.recent.get(key)
     if (!r) {
       r = { sessionId: row.sessionId, events: this.events.readAfter(row.sessionId, row.first - 1, row.last) }
@@ -83,6 +68,7 @@ export class TenantFeed {
   }
 
   private forget(tenant: string, stream: TenantStream): void {
+    stream.stop()
     const set = this.streams.get(tenant)
     if (!set) return
     set.delete(stream)
@@ -99,17 +85,26 @@ function truncation(after: number, first: number, reason: string): StreamControl
 class TenantStream {
   private reading = false
   private again = false
+  private waitMs = 0
+  private timer: NodeJS.Timeout | null = null
+  private stopped = false
 
   constructor(
     private readonly journal: TenantJournal,
     private readonly rowEvents: (row: JournalRow) => Promise<EventEnvelope[]>,
     private readonly tenant: string,
     private readonly sub: Subscription,
-    /** The next row to read, and the indexes in it already delivered (up to `skip`). */
-    private next: number,
-    private skip: number,
+    /** The stream id of the last event delivered (or skipped: before where the reader stands). */
+    private after: number,
     private readonly queueLimit: number,
   ) {}
+
+  /** The subscriber left: nothing more is read for it. */
+  stop(): void {
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+  }
 
   /** Reads and delivers every row past where it stands (once at a time; a call meanwhile reads again after). */
   pump(): void {
@@ -129,21 +124,34 @@ class TenantStream {
     do {
       this.again = false
       for (;;) {
-        const rows = this.journal.rowsFrom(this.tenant, this.next, PAGE)
+        const { rows, waiting } = await this.journal.rowsAfter(this.tenant, this.after, PAGE)
+        if (waiting) this.retry()
+        else this.waitMs = 0
         if (rows.length === 0) break
         for (const row of rows) {
           const events = await this.rowEvents(row)
           for (const e of events) {
-            const index = e.seq - row.first
-            if (row.pos === this.next && index <= this.skip) continue
-            if (!this.sub.pushAt(e, row.pos * JOURNAL_ROW_SPAN + index)) return
+            const { pos, shown } = streamPosition(row, e.seq)
+            if (pos <= this.after) continue
+            if (!this.sub.pushAt(e, shown ? pos : null)) return
+            if (shown) this.after = pos
+            // A long catch-up goes at the reader's pace, never past its queue's limit.
+            if (this.sub.backlog > this.queueLimit / 2) await this.sub.drained()
           }
-          this.next = row.pos + 1
-          this.skip = -1
-          // A long catch-up goes at the reader's pace, never past its queue's limit.
-          if (this.sub.backlog > this.queueLimit / 2) await this.sub.drained()
+          this.after = Math.max(this.after, streamPosition(row, row.last).pos)
         }
       }
     } while (this.again)
+  }
+
+  /** Rows wait for an older commit: asked again soon (no advance is announced for them). */
+  private retry(): void {
+    if (this.timer || this.stopped) return
+    this.waitMs = Math.min(WAIT_MAX_MS, Math.max(WAIT_MIN_MS, this.waitMs * 2))
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.pump()
+    }, this.waitMs)
+    this.timer.unref()
   }
 }

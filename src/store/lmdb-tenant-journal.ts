@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '../core/events.js'
-import { JOURNAL_ROW_SPAN, type JournalRow, type TenantJournal } from '../core/stores.js'
+import { JOURNAL_ROW_SPAN, streamPosition, type JournalRow, type JournalStart, type TenantJournal } from '../core/stores.js'
 import type { BurrowDbs } from './lmdb-dbs.js'
 import { json, type Op } from './lmdb-layout.js'
 
@@ -7,6 +7,11 @@ import { json, type Op } from './lmdb-layout.js'
 export const JOURNAL_KEEP = 250_000
 /** Pruning runs when a tenant's position reaches a multiple of this, removing at most this many rows. */
 const PRUNE_EVERY = 1024
+
+/** A row and its position: its base is position × JOURNAL_ROW_SPAN. */
+export interface LmdbJournalRow extends JournalRow {
+  pos: number
+}
 
 /**
  * The tenant journal on LMDB (`tenant_log`: [tenant, pos] → [session, first, last]). Rows are
@@ -68,17 +73,39 @@ export class LmdbTenantJournal implements TenantJournal {
     }
   }
 
-  rowsFrom(tenant: string, from: number, limit: number): JournalRow[] {
-    const out: JournalRow[] = []
+  async start(tenant: string, after: number | undefined): Promise<JournalStart> {
+    const head = this.head(tenant)
+    if (after === undefined) return { after: (head + 1) * JOURNAL_ROW_SPAN - 1 }
+    const pos = Math.floor(after / JOURNAL_ROW_SPAN)
+    // A position this journal never gave out (another data directory): from now, said so.
+    if (pos > head)
+      return { after: (head + 1) * JOURNAL_ROW_SPAN - 1, truncated: { first: (head + 1) * JOURNAL_ROW_SPAN, reason: 'unknown_position' } }
+    const oldest = this.oldest(tenant)
+    if (oldest > 1 && pos < oldest)
+      return { after: oldest * JOURNAL_ROW_SPAN - 1, truncated: { first: oldest * JOURNAL_ROW_SPAN, reason: 'events_unavailable' } }
+    return { after }
+  }
+
+  async rowsAfter(tenant: string, after: number, limit: number): Promise<{ rows: JournalRow[]; waiting: boolean }> {
+    const rows = this.rowsFrom(tenant, Math.floor(after / JOURNAL_ROW_SPAN), limit + 1)
+    if (rows.length > 0 && streamPosition(rows[0]!, rows[0]!.last).pos <= after) rows.shift() // delivered whole already
+    return { rows: rows.slice(0, limit), waiting: false }
+  }
+
+  /** Rows of the tenant with `pos >= from` (up to the durable head), ascending, at most `limit`. */
+  rowsFrom(tenant: string, from: number, limit: number): LmdbJournalRow[] {
+    const out: LmdbJournalRow[] = []
     const head = this.head(tenant)
     if (from > head) return out
     for (const { key, value } of this.dbs.tenantLog.getRange({ start: [tenant, from], end: [tenant, head + 1], limit })) {
       const [sessionId, first, last] = value as [string, number, number]
-      out.push({ pos: (key as [string, number])[1], sessionId, first, last })
+      const pos = (key as [string, number])[1]
+      out.push({ pos, base: pos * JOURNAL_ROW_SPAN, sessionId, first, last })
     }
     return out
   }
 
+  /** The position of the tenant's newest readable row (0: none yet). */
   head(tenant: string): number {
     return this.durable.get(tenant) ?? this.stored(tenant)
   }
@@ -90,6 +117,7 @@ export class LmdbTenantJournal implements TenantJournal {
     return 0
   }
 
+  /** The position of the tenant's oldest kept row (0: none). */
   oldest(tenant: string): number {
     for (const key of this.dbs.tenantLog.getKeys({ start: [tenant, 0], end: [tenant, Infinity], limit: 1 }))
       return (key as [string, number])[1]

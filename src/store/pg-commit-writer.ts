@@ -40,12 +40,16 @@ const EVENTS = `INSERT INTO events (tenant, session_id, seq, turn, type, at, dat
 const USAGE = `usage_rows AS (INSERT INTO session_usage (tenant, session_id, chunk, usage)
   SELECT $1, $2, c.chunk, c.usage FROM unnest($20::integer[], $21::json[]) AS c(chunk, usage) WHERE EXISTS (SELECT 1 FROM s)
   ON CONFLICT (tenant, session_id, chunk) DO UPDATE SET usage = excluded.usage)`
+// The tenant journal's row (pg-tenant-journal.ts): the statement's own transaction id orders it.
+const JOURNAL = `journal_row AS (INSERT INTO tenant_log (tenant, xid, session_id, first, last)
+  SELECT $1, pg_current_xact_id(), $2, $13::bigint + 1, $9 WHERE EXISTS (SELECT 1 FROM s))`
 const FIRST_COMMIT = `WITH s AS (
   INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
     head, config, notes, messages_from, message_count, generation)
   SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json, $22::json, $23::json, 1, $24, $25 WHERE $13::bigint = 0
   ON CONFLICT DO NOTHING RETURNING 1),
-${USAGE}
+${USAGE},
+${JOURNAL}
 ${EVENTS}`
 const NEXT_COMMIT = `WITH s AS (
   UPDATE sessions SET status = $3, created_at = $4, updated_at = $5, model = $6, metadata = $7::json, turn_count = $8,
@@ -54,7 +58,8 @@ const NEXT_COMMIT = `WITH s AS (
   WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11
     AND ($22::boolean OR (message_count = $26 AND generation = $25))
   RETURNING 1),
-${USAGE}
+${USAGE},
+${JOURNAL}
 ${EVENTS}`
 
 /**

@@ -122,6 +122,25 @@ CREATE INDEX memory_deletions_by_age ON memory_deletions (at);
 ALTER TABLE memory_tenants ADD COLUMN pruned bigint NOT NULL DEFAULT 0;
 `,
   },
+  {
+    version: 6,
+    description: 'the tenant journal: a row per commit, keyed by its transaction id, so the tenant stream resumes',
+    // Commits made before it have no rows: the tenant stream resumes from the first commit after.
+    sql: `
+CREATE TABLE tenant_log (
+  tenant      text COLLATE "C" NOT NULL,
+  xid         xid8 NOT NULL,
+  session_id  text COLLATE "C" NOT NULL,
+  first       bigint NOT NULL,
+  last        bigint NOT NULL,
+  PRIMARY KEY (tenant, xid)
+);
+CREATE TABLE tenant_log_pruned (
+  tenant      text COLLATE "C" NOT NULL PRIMARY KEY,
+  upto        xid8 NOT NULL
+);
+`,
+  },
 ]
 
 /** The schema version this code writes. */

@@ -12,6 +12,7 @@ import { PgLeases } from './pg-leases.js'
 import { PgProjectionLease } from './pg-projection-lease.js'
 import { assembleRecord, HISTORY_SQL, historyRows, SESSION_ROW_SQL, type StoredSessionRow } from './pg-session-layout.js'
 import { openPool } from './pg-pool.js'
+import { PgTenantJournal } from './pg-tenant-journal.js'
 
 export interface PgSessionRepositoryOptions {
   /** A `postgres://` URL. */
@@ -24,6 +25,10 @@ export interface PgSessionRepositoryOptions {
   onHealth?: (writable: boolean, err?: unknown) => void
   /** How long a session's lease lasts unless renewed (BURROW_LEASE_MS). */
   leaseMs?: number
+  /** Tenant journal rows kept per tenant (default JOURNAL_KEEP; tests prune sooner). */
+  journalKeep?: number
+  /** Told of a failure that loses nothing (a pruning of the tenant journal). */
+  onError?: (err: unknown, what: string) => void
 }
 
 const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
@@ -58,7 +63,10 @@ export class PgSessionRepository implements SessionRepository {
   readonly leases: PgLeases
   /** Elects the one replica that writes the projection files (BURROW_PROJECTION=on). */
   readonly projectionWriter: ProjectionWriterLease
+  /** The order of the tenants' commits: the tenant stream resumes from it. */
+  readonly journal: PgTenantJournal
   private readonly writer: PgCommitWriter
+  private committedListener: ((tenant: string, sessionId: string, first: number, last: number) => void) | null = null
   private closing: Promise<void> | null = null
   private deletedListener: ((tenant: string, sessionId: string) => void) | null = null
 
@@ -70,6 +78,11 @@ export class PgSessionRepository implements SessionRepository {
     readonly migrated: Migrated,
   ) {
     this.writer = new PgCommitWriter(pool, db.health)
+    this.journal = new PgTenantJournal(pool, db, opts.journalKeep, (err) => opts.onError?.(err, 'pruning the tenant journal'))
+    this.writer.onCommitted = (tenant, sessionId, first, last) => {
+      this.journal.advanced(tenant, true)
+      this.committedListener?.(tenant, sessionId, first, last)
+    }
     this.leases = new PgLeases(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
     this.projectionWriter = new PgProjectionLease(pool, db, opts.replicaId, opts.leaseMs ?? 10_000)
     this.idempotency = new PgIdempotencyStore(pool, db, opts.idempotencyTtlMs, opts.replicaId, opts.leaseMs ?? 10_000)
@@ -107,7 +120,7 @@ export class PgSessionRepository implements SessionRepository {
 
   /** Tells `listener` of every commit once PostgreSQL committed it (the replicas' change feed sends its NOTIFY). */
   onCommitted(listener: (tenant: string, sessionId: string, first: number, last: number) => void): void {
-    this.writer.onCommitted = listener
+    this.committedListener = listener
   }
 
   /** Sessions outlive the process here. */
@@ -260,6 +273,7 @@ export class PgSessionRepository implements SessionRepository {
       this.db.close()
       ;(this.idempotency as PgIdempotencyStore).close()
       await this.writer.idle()
+      await this.journal.idle()
       await this.pool.end()
     })()
     return this.closing

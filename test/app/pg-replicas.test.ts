@@ -105,7 +105,15 @@ t.test('the tenant stream on A sees a session created and run on B', async (t) =
   await sleep(50) // the subscription is registered once the response began
   const id = await B.api.createSession()
   const r = await B.api.turn(id, { input: longInput(40) })
-  const frames = await tenant.until((f) => f.data?.session_id === id && f.event === 'turn_completed', 10_000)
+  // Deltas come live and stored events from the journal: either may come first, so read until both are complete.
+  let completed = false
+  let text = ''
+  const frames = await tenant.until((f) => {
+    if (f.data?.session_id !== id) return false
+    if (f.event === 'turn_completed') completed = true
+    if (f.event === 'text_delta') text += f.data.data.text
+    return completed && text.length >= r.body.output_text.length
+  }, 10_000)
   tenant.close()
   const mine = frames.filter((f) => f.data?.session_id === id)
   t.same(
@@ -115,6 +123,41 @@ t.test('the tenant stream on A sees a session created and run on B', async (t) =
   )
   t.equal(mine[0]!.event, 'session_created')
   t.equal(deltaText(mine), r.body.output_text, 'text deltas too')
+})
+
+t.test('the tenant stream read on A resumes on C with no gap and no duplicate, turns running on every replica', async (t) => {
+  const onA = await A.api.sse('/v1/events')
+  await sleep(50)
+  const ids = await Promise.all([A, B, C].map((r) => r.api.createSession()))
+  // Turns on the three replicas at once: their commits interleave in the database.
+  const runAll = () => Promise.all(ids.map((id, i) => [A, B, C][i]!.api.turn(id, { input: `turn on replica ${i}` })))
+  await runAll()
+  const firstPart = await onA.until((f) => f.data?.session_id === ids[2] && f.event === 'turn_completed', 10_000)
+  onA.close()
+  const lastId = firstPart.filter((f) => f.id !== undefined).at(-1)!.id!
+  await runAll() // while nobody reads
+  const onC = await C.api.sse('/v1/events', { headers: { 'last-event-id': lastId } })
+  await runAll()
+  const secondPart = await onC.until((f) => f.data?.session_id === ids[2] && f.event === 'turn_completed' && f.data.turn === 3, 10_000)
+  onC.close()
+  const read = [...firstPart, ...secondPart].filter((f) => f.id !== undefined && ids.includes(f.data.session_id))
+  const streamIds = read.map((f) => Number(f.id))
+  t.ok(
+    streamIds.every((x, i) => i === 0 || x > streamIds[i - 1]!),
+    'stream ids only grow, across the replicas',
+  )
+  for (const id of ids) {
+    const last = (await B.api.get(`/v1/sessions/${id}`)).body.last_seq
+    t.same(
+      read.filter((f) => f.data.session_id === id).map((f) => f.data.seq),
+      range(1, last),
+      `session ${id}: every stored event once, in order`,
+    )
+  }
+  t.notOk(
+    secondPart.some((f) => f.event === 'stream_truncated'),
+    'no truncation',
+  )
 })
 
 t.test('an interrupt sent to A stops the turn running on B', async (t) => {

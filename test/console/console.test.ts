@@ -210,47 +210,57 @@ t.test('with keys: the key is exchanged for a token, and a read-only token is re
   noErrors(t, page)
 })
 
-t.test('the activity view resumes across a server restart with no gap and no duplicate', async (t) => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-console-restart-'))
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-  let h = await startBurrow(ENV, { dataDir })
-  t.teardown(() => h.close())
-  const page = await open(t, h, '/console#/activity')
-  const state = page.getByTestId('stream-state')
-  await state.filter({ hasText: 'live' }).waitFor()
-  const before = await h.api.createSession({ model: 'offline:echo' })
-  await h.api.turn(before, { input: 'before the restart' })
-  await page.locator(`li[data-type="turn_completed"][data-session="${before}"]`).waitFor()
+for (const store of ['lmdb', 'postgres'])
+  t.test(`the activity view resumes across a server restart with no gap and no duplicate (${store})`, async (t) => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'burrow-console-restart-'))
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+    const env =
+      store === 'lmdb'
+        ? ENV
+        : {
+            ...ENV,
+            BURROW_SESSION_STORE: 'postgres',
+            BURROW_MEMORY_STORE: 'off',
+            BURROW_DATABASE_URL: (await tempDatabase(t, 'console_restart')).url,
+          }
+    let h = await startBurrow(env, { dataDir })
+    t.teardown(() => h.close())
+    const page = await open(t, h, '/console#/activity')
+    const state = page.getByTestId('stream-state')
+    await state.filter({ hasText: 'live' }).waitFor()
+    const before = await h.api.createSession({ model: 'offline:echo' })
+    await h.api.turn(before, { input: 'before the restart' })
+    await page.locator(`li[data-type="turn_completed"][data-session="${before}"]`).waitFor()
 
-  const port = new URL(h.url).port
-  await h.close()
-  await state.filter({ hasText: 'reconnecting' }).waitFor()
-  h = await startBurrow({ ...ENV, PORT: port }, { dataDir })
-  // Committed while the page is still disconnected: it comes back by Last-Event-ID.
-  const during = await h.api.createSession({ model: 'offline:echo' })
-  await h.api.turn(during, { input: 'while the page was away' })
-  await h.api.turn(before, { input: 'and on the old session' })
-  await page.locator(`li[data-type="turn_completed"][data-session="${during}"]`).waitFor({ timeout: 10_000 })
-  await state.filter({ hasText: 'live' }).waitFor()
-  const after = await h.api.createSession({ model: 'offline:echo' })
-  await h.api.turn(after, { input: 'live after the restart' })
-  await page.locator(`li[data-type="turn_completed"][data-session="${after}"]`).waitFor()
+    const port = new URL(h.url).port
+    await h.close()
+    await state.filter({ hasText: 'reconnecting' }).waitFor()
+    h = await startBurrow({ ...env, PORT: port }, { dataDir })
+    // Committed while the page is still disconnected: it comes back by Last-Event-ID.
+    const during = await h.api.createSession({ model: 'offline:echo' })
+    await h.api.turn(during, { input: 'while the page was away' })
+    await h.api.turn(before, { input: 'and on the old session' })
+    await page.locator(`li[data-type="turn_completed"][data-session="${during}"]`).waitFor({ timeout: 10_000 })
+    await state.filter({ hasText: 'live' }).waitFor()
+    const after = await h.api.createSession({ model: 'offline:echo' })
+    await h.api.turn(after, { input: 'live after the restart' })
+    await page.locator(`li[data-type="turn_completed"][data-session="${after}"]`).waitFor()
 
-  // Every stored event of the three sessions since the page opened, each once.
-  const rows = await page
-    .locator('li[data-type]')
-    .evaluateAll((els) => els.map((el) => `${el.getAttribute('data-session')} ${el.getAttribute('data-type')}`))
-  for (const [id, turns] of [
-    [before, 2],
-    [during, 1],
-    [after, 1],
-  ] as const) {
-    t.equal(rows.filter((r) => r === `${id} turn_completed`).length, turns, `${id}: each turn once`)
-    t.equal(rows.filter((r) => r === `${id} turn_started`).length, turns)
-  }
-  t.equal(rows.filter((r) => r === `${during} session_created`).length, 1, 'created while away, seen once')
-  noErrors(t, page)
-})
+    // Every stored event of the three sessions since the page opened, each once.
+    const rows = await page
+      .locator('li[data-type]')
+      .evaluateAll((els) => els.map((el) => `${el.getAttribute('data-session')} ${el.getAttribute('data-type')}`))
+    for (const [id, turns] of [
+      [before, 2],
+      [during, 1],
+      [after, 1],
+    ] as const) {
+      t.equal(rows.filter((r) => r === `${id} turn_completed`).length, turns, `${id}: each turn once`)
+      t.equal(rows.filter((r) => r === `${id} turn_started`).length, turns)
+    }
+    t.equal(rows.filter((r) => r === `${during} session_created`).length, 1, 'created while away, seen once')
+    noErrors(t, page)
+  })
 
 t.test('on PostgreSQL: the console runs a turn and streams it, and the activity view is live', async (t) => {
   const db = await tempDatabase(t, 'console')

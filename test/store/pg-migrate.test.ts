@@ -37,6 +37,8 @@ t.test('a fresh database gets every table, and every key but schema_version lead
     'schema_version',
     'session_usage',
     'sessions',
+    'tenant_log',
+    'tenant_log_pruned',
   ])
   t.same(await versions(p), ALL)
   const keys = await p.query(`
@@ -48,7 +50,7 @@ t.test('a fresh database gets every table, and every key but schema_version lead
     if (row.table === 'schema_version') continue
     t.equal(row.first, 'tenant', `${row.table}'s primary key leads with tenant`)
   }
-  t.equal(keys.rows.length, 12, 'every table has a primary key')
+  t.equal(keys.rows.length, 14, 'every table has a primary key')
   const lease = await p.query(
     "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'leases' ORDER BY ordinal_position",
   )

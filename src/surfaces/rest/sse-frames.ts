@@ -6,11 +6,13 @@ const formatted = new WeakMap<object, string>()
 /**
  * The SSE text of a frame, formatted once however many subscribers receive it.
  * `id:` is the seq of stored events (so Last-Event-ID resumes exactly) — on the tenant stream,
- * the frame's journal position; text deltas and control frames carry no id. JSON has no raw newlines, so `data:` is one line.
+ * the frame's journal position (null: none, past a journal row's span); text deltas and control frames carry no id. JSON has no raw newlines, so `data:` is one line.
  */
 export function frameText(f: StreamFrame): string {
   if (f.kind === 'event')
-    return f.id === undefined ? eventText(f.event) : `id: ${f.id}\nevent: ${f.event.type}\ndata: ${JSON.stringify(f.event)}\n\n`
+    return f.id === undefined
+      ? eventText(f.event)
+      : `${f.id === null ? '' : `id: ${f.id}\n`}event: ${f.event.type}\ndata: ${JSON.stringify(f.event)}\n\n`
   let s = formatted.get(f.control)
   if (s === undefined) {
     s = `event: ${f.control.type}\ndata: ${JSON.stringify(f.control)}\n\n`
