@@ -1,10 +1,12 @@
-// Sessions of the tenant: a page at a time (cursor), filtered by status; create, archive, delete.
+// Sessions of the tenant: a page at a time (cursor), filtered by status and metadata; create, archive, delete.
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api.js'
 import { Badge, dateTime, ErrorNote, html, shortId } from './ui.js'
 
 export function Sessions() {
   const [status, setStatus] = useState('')
+  // `key=value key2=value2`, as typed; applied on Enter or when the field loses focus.
+  const [metadata, setMetadata] = useState('')
   const [cursors, setCursors] = useState([null])
   const [page, setPage] = useState(null)
   const [error, setError] = useState(null)
@@ -14,6 +16,10 @@ export function Sessions() {
     const q = new URLSearchParams({ limit: '20' })
     if (status) q.set('status', status)
     if (cursor) q.set('cursor', cursor)
+    for (const pair of metadata.split(/\s+/).filter(Boolean)) {
+      const at = pair.indexOf('=')
+      q.append(`metadata.${at < 0 ? pair : pair.slice(0, at)}`, at < 0 ? '' : pair.slice(at + 1))
+    }
     api.get(`/v1/sessions?${q}`).then(
       (p) => {
         setPage(p)
@@ -21,7 +27,7 @@ export function Sessions() {
       },
       (err) => setError(err),
     )
-  }, [status, cursor, reload])
+  }, [status, metadata, cursor, reload])
 
   const act = async (fn) => {
     setError(null)
@@ -51,6 +57,18 @@ export function Sessions() {
             <option value="active">active</option>
             <option value="archived">archived</option>
           </select>
+        </div>
+        <div>
+          <label for="metadata-filter">Metadata</label>
+          <input
+            id="metadata-filter"
+            placeholder="key=value"
+            defaultValue=${metadata}
+            onChange=${(e) => {
+              setMetadata(e.currentTarget.value.trim())
+              setCursors([null])
+            }}
+          />
         </div>
         <button class="secondary" onClick=${() => setReload((n) => n + 1)}>Refresh</button>
       </div>

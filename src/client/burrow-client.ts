@@ -32,6 +32,7 @@ import type {
   StartTurn,
   TokenRequest,
   TurnResult,
+  UpdateSession,
 } from '../core/wire.js'
 import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
 import { Transport, transportError, type BurrowClientOptions, type ClientCallContext } from './transport.js'
@@ -73,8 +74,15 @@ export class BurrowClient implements SessionOperations {
     return this.t.json(ctx, { method: 'GET', path: `/v1/sessions/${seg(id)}` })
   }
 
+  /** Newest first; filters by status, metadata (every pair) and creation or last-activity time. */
   list(q: SessionQuery = {}, ctx: ClientCallContext = {}): Promise<Page<SessionSummary>> {
-    return this.t.json(ctx, { method: 'GET', path: '/v1/sessions', query: { limit: q.limit, cursor: q.cursor, status: q.status } })
+    const { metadata, ...rest } = q
+    return this.t.json(ctx, { method: 'GET', path: '/v1/sessions', query: { ...rest, ...metadataQuery(metadata) } })
+  }
+
+  /** Changes metadata (merged; null removes a key), system prompt, tools or compaction settings, from the next turn. */
+  updateSession(id: SessionId, req: UpdateSession, ctx: ClientCallContext = {}): Promise<SessionView> {
+    return this.t.json(ctx, { method: 'PATCH', path: `/v1/sessions/${seg(id)}`, body: req })
   }
 
   async archive(id: SessionId, ctx: ClientCallContext = {}): Promise<void> {

@@ -37,7 +37,7 @@ export interface BurrowClientOptions {
 export type ClientCallContext = Partial<CallContext>
 
 export interface SendOptions {
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE'
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   path: string
   query?: Record<string, string | number | boolean | undefined> | undefined
   body?: unknown

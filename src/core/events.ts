@@ -1,13 +1,14 @@
 import type { ContentBlock, Message, ToolCall } from './messages.js'
 import type { Static } from 'typebox'
-import type { SessionConfig } from './session-record.js'
+import type { SessionChanges, SessionConfig } from './session-record.js'
 import type { UsageSchema } from './wire.js'
 
 /**
  * Event types (docs/api.md, Events). Every type except `text_delta` is stored in the event
  * log and replayable. Burrow's own additions: `assistant_message` records each
  * completed LLM step (the assistant's message and that call's usage) so history can be
- * rebuilt from the log, and `note_set` / `note_deleted` record session notes.
+ * rebuilt from the log, `note_set` / `note_deleted` record session notes, and
+ * `session_updated` a change of the session's settings (`PATCH /v1/sessions/{id}`).
  */
 export const EVENT_TYPES = [
   'session_created',
@@ -26,6 +27,7 @@ export const EVENT_TYPES = [
   'session_archived',
   'note_set',
   'note_deleted',
+  'session_updated',
 ] as const
 
 export type EventType = (typeof EVENT_TYPES)[number]
@@ -86,6 +88,8 @@ export interface EventData {
   session_archived: Record<string, never>
   note_set: { key: string; value: string; by: 'client' | 'agent' }
   note_deleted: { key: string; by: 'client' | 'agent' }
+  /** The settings a PATCH changed, with their new values in full (metadata: the whole new map). */
+  session_updated: { changes: SessionChanges }
 }
 
 export function isStoredEventType(type: EventType): boolean {

@@ -17,6 +17,9 @@ export interface SessionConfig {
   max_total_tokens: number | null
 }
 
+/** The settings a session's owner may change after creation (`session_updated`); effective from the next turn. */
+export type SessionChanges = Partial<Pick<SessionConfig, 'metadata' | 'system_prompt' | 'tools' | 'compaction'>>
+
 export type TokenTotals = Static<typeof TurnUsageSchema>
 
 /** The turn that has started and not yet ended. */

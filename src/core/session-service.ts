@@ -24,6 +24,7 @@ import type {
   StartTurn,
   TokenRequest,
   TurnResult,
+  UpdateSession,
 } from './wire.js'
 
 /**
@@ -108,6 +109,16 @@ export interface SessionOperations {
   resume(id: SessionId, req: ResumeTurn, ctx: CallContext): Promise<TurnResult>
   read(id: SessionId, ctx: CallContext): Promise<SessionView>
   list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>>
+  /**
+   * Changes a session's settings (`PATCH`): recorded as a `session_updated` event, effective from
+   * the next turn. Anything but metadata is refused (`SESSION_BUSY`) while a turn is open.
+   */
+  updateSession(id: SessionId, req: UpdateSession, ctx: CallContext): Promise<SessionView>
+  /**
+   * Changes a session's settings (`PATCH`): recorded as a `session_updated` event, effective from
+   * the next turn. Anything but metadata is refused (`SESSION_BUSY`) while a turn is open.
+   */
+  updateSession(id: SessionId, req: UpdateSession, ctx: CallContext): Promise<SessionView>
   archive(id: SessionId, ctx: CallContext): Promise<void>
   delete(id: SessionId, ctx: CallContext): Promise<void>
   compact(id: SessionId, ctx: CallContext): Promise<CompactionOutcome>

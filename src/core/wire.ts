@@ -43,6 +43,14 @@ export const MetadataSchema = Type.Record(Str({ maxLength: 128 }), Str({ maxLeng
   propertyNames: { maxLength: 128 },
 })
 
+/** A metadata filter: entries whose metadata has every KEY=VALUE pair (REST: `metadata.KEY=VALUE` query parameters). */
+export const METADATA_FILTER_KEY = '^[A-Za-z0-9_.:-]{1,64}$'
+export const METADATA_FILTER_VALUE_MAX = 256
+export const MetadataFilterSchema = Type.Record(Str({ pattern: METADATA_FILTER_KEY }), Str({ maxLength: METADATA_FILTER_VALUE_MAX }), {
+  additionalProperties: false,
+  maxProperties: 16,
+  description: 'Only entries whose metadata has every one of these KEY=VALUE pairs.',
+})
 // ---- requests ----------------------------------------------------------------------
 
 export const CreateSessionSchema = Type.Object(
@@ -73,6 +81,28 @@ export const CreateSessionSchema = Type.Object(
 )
 export type CreateSession = Static<typeof CreateSessionSchema>
 
+/** `PATCH /v1/sessions/{id}`: what changes; effective from the next turn. */
+export const UpdateSessionSchema = Type.Object(
+  {
+    metadata: Type.Optional(
+      Type.Record(Str({ maxLength: 128 }), Type.Union([Str({ maxLength: 4096 }), Type.Null()]), {
+        maxProperties: 64,
+        propertyNames: { maxLength: 128 },
+        description: 'Merged into the metadata (JSON merge patch): a key with a string is set, a key with null removed.',
+      }),
+    ),
+    system_prompt: CreateSessionSchema.properties.system_prompt,
+    tools: Type.Optional(
+      Type.Array(ToolDefinitionSchema, { maxItems: 128, description: 'The client-executed tools, replacing the current list.' }),
+    ),
+    compaction: Type.Optional(
+      Type.With(CompactionConfigSchema, { description: 'Compaction settings: the fields given replace the current ones.' }),
+    ),
+  },
+  { ...Strict, minProperties: 1 },
+)
+export type UpdateSession = Static<typeof UpdateSessionSchema>
+
 export const StartTurnSchema = Type.Object(
   {
     input: Type.Optional(
@@ -97,11 +127,23 @@ export type ResumeTurn = StartTurn
 export const SessionStatusSchema = Type.Union([Type.Literal('active'), Type.Literal('archived')])
 export type SessionStatus = Static<typeof SessionStatusSchema>
 
+const Instant = (description: string) => Type.Optional(Str({ format: 'date-time', maxLength: 64, description }))
+/** The session list's own parameters (REST adds `metadata.KEY=VALUE` query parameters; the other surfaces `metadata`). */
+export const sessionQueryParams = {
+  limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
+  cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
+  status: Type.Optional(Type.With(SessionStatusSchema, { description: 'Only sessions with this status.' })),
+  created_after: Instant('Only sessions created at or after this instant (RFC 3339).'),
+  created_before: Instant('Only sessions created before this instant.'),
+  updated_after: Instant('Only sessions with activity (their last event) at or after this instant.'),
+  updated_before: Instant('Only sessions whose last activity was before this instant.'),
+}
 export const SessionQuerySchema = Type.Object(
   {
-    limit: Type.Optional(Int({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
-    cursor: Type.Optional(Str({ maxLength: 512, description: '`next_cursor` of the previous page.' })),
-    status: Type.Optional(Type.With(SessionStatusSchema, { description: 'Only sessions with this status.' })),
+    ...sessionQueryParams,
+    metadata: Type.Optional(
+      Type.With(MetadataFilterSchema, { description: 'Only sessions whose metadata has every one of these KEY=VALUE pairs.' }),
+    ),
   },
   Strict,
 )
@@ -113,6 +155,11 @@ export const SessionRefSchema = Type.Object({ session_id: SessionIdSchema }, Str
 /** A turn's request with the session it runs on: the REST body plus the path's id. */
 export const SessionTurnSchema = Type.Object({ session_id: SessionIdSchema, ...StartTurnSchema.properties }, Strict)
 export const MemoryRefSchema = Type.Object({ id: MemoryIdSchema }, Strict)
+/** A session's changes with the session they apply to: the PATCH body plus the path's id. */
+export const SessionUpdateSchema = Type.Object(
+  { session_id: SessionIdSchema, ...UpdateSessionSchema.properties },
+  { ...Strict, minProperties: 2 },
+)
 export const NoParamsSchema = Type.Object({}, Strict)
 
 // ---- responses ---------------------------------------------------------------------
@@ -296,14 +343,6 @@ export const StreamControlSchema = Type.Object({
 
 export const StreamFrameSchema = Type.Union([EventEnvelopeSchema, StreamControlSchema])
 
-/** A metadata filter: entries whose metadata has every KEY=VALUE pair (REST: `metadata.KEY=VALUE` query parameters). */
-export const METADATA_FILTER_KEY = '^[A-Za-z0-9_.:-]{1,64}$'
-export const METADATA_FILTER_VALUE_MAX = 256
-export const MetadataFilterSchema = Type.Record(Str({ pattern: METADATA_FILTER_KEY }), Str({ maxLength: METADATA_FILTER_VALUE_MAX }), {
-  additionalProperties: false,
-  maxProperties: 16,
-  description: 'Only entries whose metadata has every one of these KEY=VALUE pairs.',
-})
 export const MemoryHitSchema = Type.Object({
   id: Str({ description: 'The entry id (as `POST /v1/memory` returned it).' }),
   content: Str(),

@@ -25,6 +25,7 @@ import type {
   StartTurn,
   TokenRequest,
   TurnResult,
+  UpdateSession,
 } from '../core/wire.js'
 import { closeOpenTurn } from './close-turn.js'
 import { drainTurns } from './drain-turns.js'
@@ -37,7 +38,8 @@ import { TenantMemory } from './memory-ops.js'
 import { TenantFeed } from './tenant-feed.js'
 import { notesAccess } from './session-notes.js'
 import { SessionTurns, type IdempotentRunner } from './session-turns.js'
-import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
+import { normalizeSessionQuery } from '../core/session-filter.js'
+import { sessionChanges, sessionConfig, type SessionConfigRules } from './turn-requests.js'
 
 import type { LocalSessionServiceParts } from './service-parts.js'
 
@@ -192,7 +194,30 @@ export class LocalSessionService implements SessionService {
   async list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>> {
     const tenant = this.mayRead(ctx, null)
     this.repo.requirePersistence()
-    return this.repo.sessions.list(tenant, q)
+    return this.repo.sessions.list(tenant, normalizeSessionQuery(q))
+  }
+
+  async updateSession(id: string, req: UpdateSession, ctx: CallContext): Promise<SessionView> {
+    const tenant = this.mayWrite(ctx, id)
+    this.repo.requirePersistence()
+    const s = await this.sessions.get(tenant, id)
+    return this.idempotent(ctx, tenant, 'session/update', id, req, () =>
+      this.sessions.exclusive(s, async () => {
+        if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+        const changes = sessionChanges(s.record.config, req, this.configRules)
+        const settings = Object.keys(changes).filter((k) => k !== 'metadata')
+        if (settings.length > 0 && (s.running || s.record.open_turn))
+          throw new BurrowError(
+            'SESSION_BUSY',
+            `A turn is open on session ${id}: ${settings.join(', ')} can change once it has ended (metadata can change at any time).`,
+          )
+        if (Object.keys(changes).length > 0) {
+          s.emit(s.record.turn_count, [{ type: 'session_updated', data: { changes } }])
+          await this.sessions.settle(s)
+        }
+        return toView(s.record, s.running !== null)
+      }),
+    )
   }
 
   async archive(id: string, ctx: CallContext): Promise<void> {

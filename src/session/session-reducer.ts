@@ -56,6 +56,9 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
       if (record.notes.length > NOTES_MAX) record.notes.splice(0, record.notes.length - NOTES_MAX) // oldest first out
       break
     }
+    case 'session_updated':
+      Object.assign(record.config, structuredClone((e.data as EventData['session_updated']).changes))
+      break
     case 'note_deleted': {
       const key = (e.data as EventData['note_deleted']).key
       record.notes = record.notes.filter((n) => n.key !== key)

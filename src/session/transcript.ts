@@ -73,6 +73,8 @@ export function renderEvent(e: EventEnvelope): string {
       return `\n_${(e.data as EventData['memory_indexed']).entries} passages indexed into memory._\n`
     case 'session_archived':
       return `\n_Session archived at ${e.at}._\n`
+    case 'session_updated':
+      return `\n_Settings changed at ${e.at}: ${Object.keys((e.data as EventData['session_updated']).changes).join(', ')}._\n`
     default:
       return ''
   }

@@ -1,9 +1,11 @@
 import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { ProviderRegistry } from '../core/llm.js'
 import type { ContentBlock } from '../core/messages.js'
-import type { EffectiveCompaction, SessionConfig } from '../core/session-record.js'
+import { isDeepStrictEqual } from 'node:util'
+import type { ToolDefinition } from '../core/messages.js'
+import type { EffectiveCompaction, SessionChanges, SessionConfig } from '../core/session-record.js'
 import type { BuiltinTool } from '../core/tools.js'
-import type { CreateSession, StartTurn } from '../core/wire.js'
+import type { CreateSession, StartTurn, UpdateSession } from '../core/wire.js'
 import { checkBudget } from './budget.js'
 import type { LiveSession } from './live-session.js'
 import type { TurnStart } from './turn.js'
@@ -31,15 +33,7 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: SessionC
   if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
   const model = req.model ?? deps.providers.defaultModel()
   deps.providers.resolve(model)
-  const names = new Set<string>()
-  const builtinNames = new Set((deps.builtinTools ?? []).map((t) => t.definition.name))
-  for (const [i, t] of (req.tools ?? []).entries()) {
-    if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
-    if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
-    if (nestsDeeper(t.input_schema, MAX_INPUT_SCHEMA_DEPTH))
-      throw invalidRequest(`body/tools/${i}/input_schema`, `nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`)
-    names.add(t.name)
-  }
+  checkTools(req.tools ?? [], deps)
   return {
     tenant,
     model,
@@ -50,6 +44,50 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: SessionC
     tools: structuredClone(req.tools ?? []),
     max_total_tokens: req.max_total_tokens ?? null,
   }
+}
+
+/** Client tools: unique names, none a built-in tool's, schemas of bounded depth. */
+function checkTools(tools: readonly ToolDefinition[], deps: SessionConfigRules): void {
+  const names = new Set<string>()
+  const builtinNames = new Set((deps.builtinTools ?? []).map((t) => t.definition.name))
+  for (const [i, t] of tools.entries()) {
+    if (names.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `duplicates tool name '${t.name}'`)
+    if (builtinNames.has(t.name)) throw invalidRequest(`body/tools/${i}/name`, `'${t.name}' is a built-in tool name`)
+    if (nestsDeeper(t.input_schema, MAX_INPUT_SCHEMA_DEPTH))
+      throw invalidRequest(`body/tools/${i}/input_schema`, `nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`)
+    names.add(t.name)
+  }
+}
+
+/** Metadata entries a session may hold (as at creation). */
+const METADATA_MAX = 64
+
+/**
+ * What a `PATCH` changes in a session's configuration, checked as creation checks it: the new
+ * values in full, and only those that differ from the current ones (empty: nothing changes).
+ */
+export function sessionChanges(current: SessionConfig, req: UpdateSession, deps: SessionConfigRules): SessionChanges {
+  const out: SessionChanges = {}
+  if (req.metadata !== undefined) {
+    const metadata = { ...current.metadata }
+    for (const [k, v] of Object.entries(req.metadata)) {
+      if (v === null) delete metadata[k]
+      else metadata[k] = v
+    }
+    if (Object.keys(metadata).length > METADATA_MAX) throw invalidRequest('body/metadata', `would leave more than ${METADATA_MAX} entries`)
+    if (!isDeepStrictEqual(metadata, current.metadata)) out.metadata = metadata
+  }
+  if (req.system_prompt !== undefined && req.system_prompt !== current.system_prompt) out.system_prompt = req.system_prompt
+  if (req.tools !== undefined) {
+    checkTools(req.tools, deps)
+    if (!isDeepStrictEqual(req.tools, current.tools)) out.tools = structuredClone(req.tools)
+  }
+  if (req.compaction !== undefined) {
+    if (!deps.capabilities.session_compaction || current.compaction === null) throw new BurrowError('SESSION_COMPACTION_DISABLED')
+    const compaction = { ...current.compaction, ...req.compaction }
+    if (!isDeepStrictEqual(compaction, current.compaction)) out.compaction = compaction
+  }
+  return out
 }
 
 /** Checks a turn request against the session's state; throws before anything is recorded. */

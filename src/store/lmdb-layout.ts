@@ -141,6 +141,7 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
     }
   }
   if (events.some((e) => e.type === 'note_set' || e.type === 'note_deleted')) ops.push({ db: d.notes, key: sid, value: json(s.notes) })
+  if (k && events.some((e) => e.type === 'session_updated')) ops.push({ db: d.configs, key: sid, value: json(s.config) })
   if (!k || k.status !== s.status) {
     if (k) ops.push({ db: d.byStatus, key: [tenant, k.status, sid] })
     ops.push({ db: d.byStatus, key: [tenant, s.status, sid], value: ONE })

@@ -4,6 +4,7 @@ import type { SessionConfig, SessionNote, SessionRecord } from '../core/session-
 import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
 import { toSummary } from '../core/views.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
+import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { LmdbIdempotencyStore } from './lmdb-idempotency-store.js'
 import { LmdbBatchWriter } from './lmdb-batch-writer.js'
@@ -114,21 +115,24 @@ export class LmdbSessionRepository implements SessionRepository {
     list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
       const after = decodeCursor(q.cursor)
       const limit = q.limit ?? 20
-      const ids: string[] = []
       const keys = q.status
         ? this.dbs.byStatus.getKeys({ start: [tenant, q.status, after ?? TOP], end: [tenant, q.status, ''], reverse: true })
         : this.dbs.byTenant.getKeys({ start: [tenant, after ?? TOP], end: [tenant, ''], reverse: true })
+      const filtered = hasSessionFilter(q)
+      const items: SessionSummary[] = []
+      let scanned = 0
+      let last: string | undefined
       for (const k of keys) {
         const id = k[k.length - 1] as string
         if (id === after) continue
-        ids.push(id)
-        if (ids.length > limit) break
-      }
-      const items = ids.slice(0, limit).map((id) => {
+        if (items.length === limit) return { items, next_cursor: encodeCursor(items.at(-1)!.session_id) }
+        if (filtered && scanned++ === FILTER_SCAN_BUDGET) return { items, next_cursor: encodeCursor(last!) }
+        last = id
         const h = this.dbs.heads.get(id) as Head
-        return toSummary({ ...h, session_id: id, config: this.dbs.configs.get(id) as SessionConfig })
-      })
-      return { items, next_cursor: ids.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+        const summary = toSummary({ ...h, session_id: id, config: this.dbs.configs.get(id) as SessionConfig })
+        if (!filtered || matchesSession(summary, q)) items.push(summary)
+      }
+      return { items, next_cursor: null }
     },
     runningTurns: async (): Promise<string[]> => [...this.dbs.running.getKeys()] as string[],
     allIds: (): AsyncIterable<string> => {

@@ -2,6 +2,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
+import { matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { MemoryIdempotencyStore } from './memory-idempotency-store.js'
 import { toSummary } from '../core/views.js'
@@ -44,8 +45,10 @@ export class MemorySessionRepository implements SessionRepository {
       const limit = q.limit ?? 20
       const rows = [...this.snapshots.values()]
         .filter((r) => r.config.tenant === tenant && (!q.status || r.status === q.status) && (after === undefined || r.session_id < after))
+        .map(toSummary)
+        .filter((s) => matchesSession(s, q))
         .sort((a, b) => (a.session_id < b.session_id ? 1 : -1))
-      const items = rows.slice(0, limit).map(toSummary)
+      const items = rows.slice(0, limit)
       return { items, next_cursor: rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
     },
     runningTurns: async (): Promise<string[]> =>

@@ -53,7 +53,7 @@ ${JOURNAL}
 ${EVENTS}`
 const NEXT_COMMIT = `WITH s AS (
   UPDATE sessions SET status = $3, created_at = $4, updated_at = $5, model = $6, metadata = $7::json, turn_count = $8,
-    last_seq = $9, running = $10, fence = $11, head = $12::json, notes = coalesce($23::json, notes),
+    last_seq = $9, running = $10, fence = $11, head = $12::json, notes = coalesce($23::json, notes), config = coalesce($27::json, config),
     messages_from = CASE WHEN $22::boolean THEN $13::bigint + 1 ELSE messages_from END, message_count = $24, generation = $25
   WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11
     AND ($22::boolean OR (message_count = $26 AND generation = $25))
@@ -204,7 +204,7 @@ export class PgCommitWriter {
     ]
     // The first commit stores the configuration; a later one says whether it stores the history whole and what it extends.
     if (first === 1) values.push(JSON.stringify(s.config), parts.notes, s.messages.length, s.history_generation)
-    else values.push(parts.whole, parts.notes, s.messages.length, s.history_generation, parts.from)
+    else values.push(parts.whole, parts.notes, s.messages.length, s.history_generation, parts.from, parts.config)
     let written: number
     try {
       const r = await this.pool.query(

@@ -40,6 +40,8 @@ export interface CommitParts {
   part: string | null
   /** The notes, when these events changed them. */
   notes: string | null
+  /** The configuration, when these events changed it (`session_updated`). */
+  config: string | null
   /** Usage chunks the head has left or these events changed: chunk numbers and their rows. */
   usageChunks: number[]
   usageRows: string[]
@@ -68,6 +70,7 @@ export function commitParts(events: readonly EventEnvelope[], s: SessionRecord):
     from,
     part: from < s.messages.length || whole ? historyPartJson(events, s, from) : null,
     notes: first === 1 || events.some((e) => e.type === 'note_set' || e.type === 'note_deleted') ? JSON.stringify(s.notes) : null,
+    config: events.some((e) => e.type === 'session_updated') ? JSON.stringify(s.config) : null,
     ...chunks,
   }
 }

@@ -3,6 +3,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { IdempotencyStore, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
+import { hasSessionFilter } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { PgAccess } from './pg-access.js'
 import { PgCommitWriter } from './pg-commit-writer.js'
@@ -48,6 +49,23 @@ const PURGE = `WITH e AS (DELETE FROM events WHERE tenant = $1 AND session_id = 
   u AS (DELETE FROM session_usage WHERE tenant = $1 AND session_id = $2)
   DELETE FROM sessions WHERE tenant = $1 AND session_id = $2`
 const TOP = '\uffff' // sorts after every session id
+
+/** The list with filters: each one a condition on the tenant's rows (`values` holds $1–$3, and $4 the status when there is one). */
+function filteredList(q: SessionQuery, values: unknown[]): { text: string; values: unknown[] } {
+  const where = ['tenant = $1', 'session_id < $2']
+  const param = (v: unknown) => `$${values.push(v)}`
+  if (q.status) where.push('status = $4')
+  if (q.created_after) where.push(`created_at >= ${param(q.created_after)}`)
+  if (q.created_before) where.push(`created_at < ${param(q.created_before)}`)
+  if (q.updated_after) where.push(`updated_at >= ${param(q.updated_after)}`)
+  if (q.updated_before) where.push(`updated_at < ${param(q.updated_before)}`)
+  for (const [k, v] of Object.entries(q.metadata ?? {})) where.push(`metadata->>${param(k)} = ${param(v)}`)
+  return {
+    text: `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+      WHERE ${where.join(' AND ')} ORDER BY session_id DESC LIMIT $3`,
+    values,
+  }
+}
 
 /**
  * Sessions in PostgreSQL (docs/scaling.md). The same semantics as the LMDB repository: gapless
@@ -164,13 +182,12 @@ export class PgSessionRepository implements SessionRepository {
       const limit = q.limit ?? 20
       const values: unknown[] = [tenant, after ?? TOP, limit + 1]
       if (q.status) values.push(q.status)
-      const r = await this.db.read(
-        () =>
-          this.pool.query(
-            q.status ? { name: 'burrow_list_status', text: LIST_STATUS, values } : { name: 'burrow_list', text: LIST, values },
-          ),
-        'the session list',
-      )
+      const query = hasSessionFilter(q)
+        ? filteredList(q, values)
+        : q.status
+          ? { name: 'burrow_list_status', text: LIST_STATUS, values }
+          : { name: 'burrow_list', text: LIST, values }
+      const r = await this.db.read(() => this.pool.query(query), 'the session list')
       const items: SessionSummary[] = r.rows.slice(0, limit).map((row) => ({
         session_id: row.session_id,
         status: row.status,

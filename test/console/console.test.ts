@@ -150,6 +150,18 @@ t.test('single-tenant console', async (t) => {
     noErrors(t, page)
   })
 
+  t.test('the sessions list filters by metadata', async (t) => {
+    const tagged = await h.api.createSession({ model: 'offline:echo', metadata: { console: 'find-me' } })
+    await h.api.createSession({ model: 'offline:echo', metadata: { console: 'not-me' } })
+    const page = await open(t, h, '/console#/sessions')
+    await page.getByLabel('Metadata').fill('console=find-me')
+    await page.getByLabel('Metadata').press('Enter')
+    await page.locator(`tr[data-session="${tagged}"]`).waitFor()
+    await page.waitForFunction("document.querySelectorAll('tbody tr[data-session]').length === 1")
+    t.equal(await page.locator('tbody tr[data-session]').count(), 1, 'only the matching session')
+    noErrors(t, page)
+  })
+
   t.test("the composer answers a paused turn's client tool call, and interrupts a running turn", async (t) => {
     const tools = [
       { name: 'get_weather', description: 'Weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },

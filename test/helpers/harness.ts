@@ -62,6 +62,9 @@ export class Api {
   delete(path: string, opts?: CallOptions) {
     return this.call('DELETE', path, opts)
   }
+  patch(path: string, body?: unknown, opts: CallOptions = {}) {
+    return this.call('PATCH', path, { ...opts, body })
+  }
 
   /** Creates a session and returns its id (asserting 201). */
   async createSession(body: Record<string, unknown> = {}, opts: CallOptions = {}): Promise<string> {

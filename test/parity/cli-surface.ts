@@ -127,8 +127,19 @@ export function cliSurface(to: CliTarget, name = 'cli'): CliSurface {
     },
     turn: async (id, input) => textTurn(await exec(['resume', id, input])),
     read: async (id) => jsonOutcome(await exec(['sessions', 'show', id, '--json'])),
-    list: async (q) => jsonOutcome(await exec(['sessions', 'list', '--json', '--limit', String(q.limit)])),
+    list: async (q) =>
+      jsonOutcome(
+        await exec([
+          'sessions',
+          'list',
+          '--json',
+          '--limit',
+          String(q.limit),
+          ...(q.metadata !== undefined ? ['--metadata', JSON.stringify(q.metadata)] : []),
+        ]),
+      ),
     archive: async (id) => jsonOutcome(await exec(['sessions', 'archive', id, '--json'])),
+    update: async (id, changes) => jsonOutcome(await exec(['sessions', 'update', id, '--json', '--patch', JSON.stringify(changes)])),
     async search(q) {
       const opts = [
         ...(q.limit !== undefined ? ['--limit', String(q.limit)] : []),

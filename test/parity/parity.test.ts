@@ -488,6 +488,26 @@ for (const b of BUILDS) {
       sameStreams(t, 'resume', results)
     })
 
+    await t.test('update settings and metadata, then list by metadata', async (t) => {
+      const results = await each(surfaces, (s) =>
+        s.update(ids.get(s.name)!, { metadata: { surface: s.name }, system_prompt: 'Answer briefly.' }),
+      )
+      if (!b.store) {
+        agree(t, 'update', results, { code: PERSISTENCE_OFF })
+        return
+      }
+      const view = agree(t, 'update', results, { normalise: (v: any) => ({ ...norm.view(seqs)(v), metadata: undefined }) })
+      t.equal(view.system_prompt, 'Answer briefly.', 'the new system prompt')
+      for (const [name, o] of results) if (o.ok) t.equal(o.value.metadata.surface, name, `${name}: the metadata merged`)
+      for (const [name, o] of await each(surfaces, (s) => s.list({ limit: 10, metadata: { surface: s.name } })))
+        t.same(
+          o.ok ? o.value.items.map((i: any) => i.session_id) : o,
+          [ids.get(name)],
+          `${name}: listing by metadata finds its session only`,
+        )
+      await eventually(() => [...observers.values()].every((o) => o.events.some((e) => e.type === 'session_updated')), 5000)
+    })
+
     await t.test('archive, then a turn on the archived session', async (t) => {
       const results = await each(surfaces, (s) => s.archive(ids.get(s.name)!))
       if (!b.store) {

@@ -34,8 +34,10 @@ export interface Surface {
   /** A turn with `input`: started (`turn/start`) or, with `resume`, continuing a persisted session. */
   turn(id: string, input: string, how?: 'start' | 'resume'): Promise<TurnOutcome>
   read(id: string): Promise<Outcome>
-  list(q: { limit: number }): Promise<Outcome>
+  list(q: { limit: number; metadata?: Record<string, string> }): Promise<Outcome>
   archive(id: string): Promise<Outcome>
+  /** Changes a session's settings (PATCH), returning its view. */
+  update(id: string, changes: Params): Promise<Outcome>
   search(q: Params): Promise<Outcome>
   /** Memory management: `list` takes the list query, `get` and `delete` take `{ id }`. */
   memory(op: 'list' | 'get' | 'delete', q: Params): Promise<Outcome>
@@ -118,6 +120,7 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
     read: async (id) => rest(await api.get(`/v1/sessions/${id}`)),
     list: async (q) => rest(await api.get(`/v1/sessions?${query(q)}`)),
     archive: async (id) => rest(await api.post(`/v1/sessions/${id}/archive`)),
+    update: async (id, changes) => rest(await api.patch(`/v1/sessions/${id}`, changes)),
     search: async (q) => rest(await api.get(`/v1/memory/search?${query(q)}`)),
     async memory(op, q) {
       if (op === 'list') return rest(await api.get(`/v1/memory?${query(q)}`))
@@ -173,6 +176,7 @@ function rpcSurface(
     read: async (id) => rpcOutcome(await call('session/read', { session_id: id })),
     list: async (q) => rpcOutcome(await call('session/list', q)),
     archive: async (id) => rpcOutcome(await call('session/archive', { session_id: id })),
+    update: async (id, changes) => rpcOutcome(await call('session/update', { session_id: id, ...changes })),
     search: async (q) => rpcOutcome(await call('memory/search', q)),
     memory: async (op, q) => rpcOutcome(await call(`memory/${op}`, q)),
     keyed: {
@@ -286,6 +290,7 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
     read: async (id) => mcpOutcome(await tool('session_read', { session_id: id })),
     list: async (q) => mcpOutcome(await tool('session_list', q)),
     archive: async (id) => mcpOutcome(await tool('session_archive', { session_id: id })),
+    update: async (id, changes) => mcpOutcome(await tool('session_update', { session_id: id, ...changes })),
     search: async (q) => mcpOutcome(await tool('memory_search', q)),
     memory: async (op, q) => mcpOutcome(await tool(`memory_${op}`, q)),
     close: () => client.close(),

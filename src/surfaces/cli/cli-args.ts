@@ -37,6 +37,12 @@ const OPTIONS = {
   session: { type: 'string' },
   scope: { type: 'string' },
   metadata: { type: 'string' },
+  'created-after': { type: 'string' },
+  'created-before': { type: 'string' },
+  'updated-after': { type: 'string' },
+  'updated-before': { type: 'string' },
+  // sessions update
+  patch: { type: 'string' },
 } as const
 
 /** Which options each command takes (the global ones are always allowed). */
@@ -50,8 +56,14 @@ const COMMANDS: Record<string, { args: [min: number, max: number]; opts: string[
   resume: { args: [2, 2], opts: ['max-tokens'], usage: 'burrow resume <session-id> "prompt"' },
   'sessions list': {
     args: [0, 0],
-    opts: ['status', 'limit', 'cursor'],
-    usage: 'burrow sessions list [--status active|archived] [--limit N] [--cursor C]',
+    opts: ['status', 'limit', 'cursor', 'metadata', 'created-after', 'created-before', 'updated-after', 'updated-before'],
+    usage:
+      'burrow sessions list [--status active|archived] [--limit N] [--cursor C] [--metadata JSON] [--created-after T] [--created-before T] [--updated-after T] [--updated-before T]',
+  },
+  'sessions update': {
+    args: [1, 1],
+    opts: ['metadata', 'system', 'patch'],
+    usage: 'burrow sessions update <session-id> [--metadata JSON (null removes a key)] [--system TEXT] [--patch JSON (tools, compaction…)]',
   },
   'sessions show': { args: [1, 1], opts: [], usage: 'burrow sessions show <session-id>' },
   'sessions archive': { args: [1, 1], opts: [], usage: 'burrow sessions archive <session-id>' },

@@ -119,7 +119,16 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
       await turn(cli, ops, host, 'session/resume', a0!, await prompt(a1!, host.io.stdin))
       return
     case 'sessions list': {
-      const q = dropUndefined({ status: cli.opts.status, limit: intOption(cli.opts, 'limit'), cursor: cli.opts.cursor })
+      const q = dropUndefined({
+        status: cli.opts.status,
+        limit: intOption(cli.opts, 'limit'),
+        cursor: cli.opts.cursor,
+        metadata: jsonOption(cli.opts, 'metadata'),
+        created_after: cli.opts['created-after'],
+        created_before: cli.opts['created-before'],
+        updated_after: cli.opts['updated-after'],
+        updated_before: cli.opts['updated-before'],
+      })
       const page = (await invoke(ops, 'session/list', q, ctx())) as Page<SessionSummary>
       out(page, () => sessionTable(page))
       return
@@ -127,6 +136,16 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
     case 'sessions show': {
       const view = (await invoke(ops, 'session/read', { session_id: a0 }, ctx())) as SessionView
       out(view, () => sessionText(view))
+      return
+    }
+    case 'sessions update': {
+      // --metadata and --system, when given, win over the same fields of --patch.
+      const changes = {
+        ...jsonOption(cli.opts, 'patch'),
+        ...dropUndefined({ metadata: jsonOption(cli.opts, 'metadata'), system_prompt: cli.opts.system }),
+      }
+      const view = (await invoke(ops, 'session/update', { session_id: a0, ...changes }, ctx())) as SessionView
+      out(view, () => `Updated session ${a0} (${Object.keys(changes).join(', ')}).\n`)
       return
     }
     case 'sessions archive': {

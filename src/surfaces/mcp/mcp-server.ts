@@ -37,6 +37,7 @@ import {
   NoParamsSchema,
   SessionQuerySchema,
   SessionRefSchema,
+  SessionUpdateSchema,
   SessionTurnSchema,
   type StartTurn,
   type TurnResult,
@@ -152,7 +153,9 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
     }),
     session_list: tool({
       description:
-        'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page). Needs session persistence.',
+        'List your sessions, newest first, a page at a time (pass next_cursor as cursor for the next page; a filtered page may hold ' +
+        'fewer items and still have one). Filter by status, metadata (every KEY: VALUE pair) and created_/updated_ after/before ' +
+        'instants. Needs session persistence.',
       schema: SessionQuerySchema,
       annotations: { readOnlyHint: true },
       run: async (a, ctx) => {
@@ -160,6 +163,17 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
         const lines = p.items.map((s) => `${s.session_id} ${s.status} ${s.model} turns=${s.turn_count}`)
         if (p.next_cursor) lines.push(`next_cursor: ${p.next_cursor}`)
         return { result: p, text: [`${p.items.length} session(s).`, ...lines].join('\n') }
+      },
+    }),
+    session_update: tool({
+      description:
+        "Change a session's metadata (merged: a key set to null is removed), system_prompt, tools or compaction settings. " +
+        'Recorded in the log and effective from the next turn; only metadata may change while a turn is open. Needs session persistence.',
+      schema: SessionUpdateSchema,
+      annotations: { idempotentHint: true, destructiveHint: false },
+      run: async ({ session_id, ...req }, ctx) => {
+        const v = await service.updateSession(session_id, req, ctx)
+        return { result: v, text: `Updated session ${v.session_id} (${Object.keys(req).join(', ')}).` }
       },
     }),
     session_archive: tool({

@@ -85,6 +85,9 @@ const restApiPlugin: FastifyPluginAsync<RestApiOptions> = async (app: FastifyIns
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))
   })
 
+  // PATCH /v1/sessions/{id} is a JSON merge patch (RFC 7396): its media type is JSON too.
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'))
+
   app.setNotFoundHandler((req, reply) => {
     const e = new BurrowError('ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`)
     return reply.code(e.status).type('application/problem+json').send(problemOf(e, req.id))

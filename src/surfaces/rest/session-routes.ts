@@ -12,14 +12,16 @@ import {
   InterruptResultSchema,
   SessionCreatedSchema,
   SessionPageSchema,
-  SessionQuerySchema,
+  sessionQueryParams,
   SessionViewSchema,
   StartTurnSchema,
   StreamFrameSchema,
   TurnResultSchema,
+  UpdateSessionSchema,
 } from '../../core/wire.js'
 import { callContext } from '../http/call-context.js'
 import { problemOf } from '../http/problem.js'
+import { FILTER_NOTE, split, withMetadata } from './metadata-query.js'
 import { errors, json, PostHeaders, SessionParams } from './route-schemas.js'
 import { eventText, frameText } from './sse-frames.js'
 import type { RestMetrics } from './rest-metrics.js'
@@ -169,11 +171,43 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
         operationId: 'listSessions',
         tags: ['sessions'],
         summary: 'List sessions, newest first',
-        querystring: SessionQuerySchema,
+        description: `Filter by status, by creation or last-activity time, and by metadata.${FILTER_NOTE}`,
+        querystring: withMetadata(sessionQueryParams),
         response: { 200: json(SessionPageSchema, 'A page of sessions.'), ...errors('SESSION_PERSISTENCE_DISABLED') },
       },
     },
-    async (req) => service.list(req.query, callContext(req)),
+    async (req) => service.list(split(req.query), callContext(req)),
+  )
+
+  r.patch(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        operationId: 'updateSession',
+        tags: ['sessions'],
+        summary: 'Change a session: metadata (merged), system prompt, tools, compaction settings',
+        description:
+          'Recorded as a `session_updated` event and effective from the next turn. Metadata can change at any time; ' +
+          'the other settings only while no turn is open (else 409 SESSION_BUSY). Also accepts `application/merge-patch+json`.',
+        params: SessionParams,
+        headers: PostHeaders,
+        body: UpdateSessionSchema,
+        response: {
+          200: json(SessionViewSchema, 'The session as it is now.'),
+          ...errors(
+            'SESSION_NOT_FOUND',
+            'SESSION_BUSY',
+            'SESSION_ARCHIVED',
+            'SESSION_COMPACTION_DISABLED',
+            'IDEMPOTENCY_CONFLICT',
+            'PAYLOAD_TOO_LARGE',
+            'SESSION_PERSISTENCE_DISABLED',
+            'STORE_UNAVAILABLE',
+          ),
+        },
+      },
+    },
+    async (req) => service.updateSession(req.params.id, req.body, callContext(req)),
   )
 
   r.post(

@@ -12,6 +12,7 @@ import {
   SessionQuerySchema,
   SessionRefSchema,
   SessionTurnSchema,
+  UpdateSessionSchema,
 } from '../../core/wire.js'
 
 const Strict = { additionalProperties: false } as const
@@ -49,6 +50,13 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
   },
   'session/read': { params: SessionOnly, run: (ops, p, ctx) => ops.read(p.session_id, ctx) },
   'session/list': { params: SessionQuerySchema, run: (ops, p, ctx) => ops.list(p, ctx) },
+  'session/update': {
+    params: Type.Object(
+      { session_id: SessionId, ...UpdateSessionSchema.properties, idempotency_key: IdempotencyKey },
+      { ...Strict, minProperties: 2 },
+    ),
+    run: (ops, { session_id, idempotency_key: _k, ...req }, ctx) => ops.updateSession(session_id, req, ctx),
+  },
   'session/archive': {
     params: SessionKeyed,
     run: async (ops, p, ctx) => {

@@ -28,6 +28,7 @@ const TOOLS = [
   'session_list',
   'session_read',
   'session_resume',
+  'session_update',
   'turn_run',
 ]
 const WEATHER = {
