@@ -33,6 +33,7 @@ import type {
   TokenRequest,
   TurnResult,
   UpdateSession,
+  ForkSession,
 } from '../core/wire.js'
 import { eventStream, type EventStreamOptions, type StreamItem } from './event-stream.js'
 import { Transport, transportError, type BurrowClientOptions, type ClientCallContext } from './transport.js'
@@ -78,6 +79,11 @@ export class BurrowClient implements SessionOperations {
   list(q: SessionQuery = {}, ctx: ClientCallContext = {}): Promise<Page<SessionSummary>> {
     const { metadata, ...rest } = q
     return this.t.json(ctx, { method: 'GET', path: '/v1/sessions', query: { ...rest, ...metadataQuery(metadata) } })
+  }
+
+  /** A new session whose history is this one's up to `at_seq` (default: now); the source is untouched. */
+  forkSession(id: SessionId, req: ForkSession = {}, ctx: ClientCallContext = {}): Promise<SessionView> {
+    return this.t.json(ctx, { method: 'POST', path: `/v1/sessions/${seg(id)}/fork`, body: req })
   }
 
   /** Changes metadata (merged; null removes a key), system prompt, tools or compaction settings, from the next turn. */

@@ -15,6 +15,14 @@ export interface SessionConfig {
   compaction: EffectiveCompaction | null
   tools: ToolDefinition[]
   max_total_tokens: number | null
+  /** Set on a fork (`POST …/fork`): the session and the seq it was forked from. */
+  forked_from?: ForkOrigin
+}
+
+/** Where a fork came from: its history is the source's up to and including event `seq`. */
+export interface ForkOrigin {
+  session_id: string
+  seq: number
 }
 
 /** The settings a session's owner may change after creation (`session_updated`); effective from the next turn. */

@@ -25,6 +25,7 @@ import type {
   TokenRequest,
   TurnResult,
   UpdateSession,
+  ForkSession,
 } from './wire.js'
 
 /**
@@ -114,6 +115,11 @@ export interface SessionOperations {
    * the next turn. Anything but metadata is refused (`SESSION_BUSY`) while a turn is open.
    */
   updateSession(id: SessionId, req: UpdateSession, ctx: CallContext): Promise<SessionView>
+  /**
+   * A new session whose history is this one's up to event `at_seq` (default: the last), with
+   * `forked_from` naming it; a turn open at that point is closed in the fork. The source is untouched.
+   */
+  forkSession(id: SessionId, req: ForkSession, ctx: CallContext): Promise<SessionView>
   /**
    * Changes a session's settings (`PATCH`): recorded as a `session_updated` event, effective from
    * the next turn. Anything but metadata is refused (`SESSION_BUSY`) while a turn is open.

@@ -58,6 +58,7 @@ export function toView(r: SessionRecord, running: boolean, share = false): Sessi
     running,
     notes: r.notes.map((n) => ({ ...n })),
     last_seq: r.last_seq,
+    forked_from: c.forked_from ? { ...c.forked_from } : null,
   }
 }
 
@@ -73,5 +74,6 @@ export function toSummary(
     metadata: { ...r.config.metadata },
     turn_count: r.turn_count,
     last_seq: r.last_seq,
+    forked_from: r.config.forked_from ? { ...r.config.forked_from } : null,
   }
 }

@@ -13,6 +13,9 @@ import {
   ToolResultInputSchema,
 } from './messages.js'
 
+export * from './wire-events.js'
+export * from './wire-tokens.js'
+
 const Str = (o: Record<string, unknown> = {}) => Type.String(o)
 const Int = (o: Record<string, unknown> = {}) => Type.Integer(o)
 const Strict = { additionalProperties: false } as const
@@ -103,6 +106,17 @@ export const UpdateSessionSchema = Type.Object(
 )
 export type UpdateSession = Static<typeof UpdateSessionSchema>
 
+/** `POST /v1/sessions/{id}/fork`: where to fork (default: the last event). */
+export const ForkSessionSchema = Type.Object(
+  {
+    at_seq: Type.Optional(
+      Int({ minimum: 1, description: "Fork after this event: the fork's history is the source's up to it. Default: the last event." }),
+    ),
+  },
+  Strict,
+)
+export type ForkSession = Static<typeof ForkSessionSchema>
+
 export const StartTurnSchema = Type.Object(
   {
     input: Type.Optional(
@@ -155,6 +169,8 @@ export const SessionRefSchema = Type.Object({ session_id: SessionIdSchema }, Str
 /** A turn's request with the session it runs on: the REST body plus the path's id. */
 export const SessionTurnSchema = Type.Object({ session_id: SessionIdSchema, ...StartTurnSchema.properties }, Strict)
 export const MemoryRefSchema = Type.Object({ id: MemoryIdSchema }, Strict)
+/** A fork's request with the session it forks. */
+export const SessionForkSchema = Type.Object({ session_id: SessionIdSchema, ...ForkSessionSchema.properties }, Strict)
 /** A session's changes with the session they apply to: the PATCH body plus the path's id. */
 export const SessionUpdateSchema = Type.Object(
   { session_id: SessionIdSchema, ...UpdateSessionSchema.properties },
@@ -219,6 +235,10 @@ export const NoteSchema = Type.Object({ key: Str(), value: Str(), updated_at: St
 export const NotePutSchema = Type.Object({ value: Str({ maxLength: 2000 }) }, Strict)
 export const NotesSchema = Type.Object({ notes: Type.Array(NoteSchema) })
 
+export const ForkOriginSchema = Type.Union([Type.Object({ session_id: Str({ format: 'uuid' }), seq: Int({ minimum: 1 }) }), Type.Null()], {
+  description: 'A fork: the session and the seq it was forked from (null: not a fork).',
+})
+
 export const SessionViewSchema = Type.Object({
   session_id: Str({ format: 'uuid' }),
   status: SessionStatusSchema,
@@ -247,6 +267,7 @@ export const SessionViewSchema = Type.Object({
   running: Type.Boolean(),
   notes: Type.Array(NoteSchema),
   last_seq: Int(),
+  forked_from: ForkOriginSchema,
 })
 export type SessionView = Static<typeof SessionViewSchema>
 
@@ -259,6 +280,7 @@ export const SessionSummarySchema = Type.Object({
   metadata: Type.Record(Str(), Str()),
   turn_count: Int(),
   last_seq: Int(),
+  forked_from: ForkOriginSchema,
 })
 export type SessionSummary = Static<typeof SessionSummarySchema>
 
@@ -315,34 +337,6 @@ export const ProblemSchema = Type.Object({
 })
 export type Problem = Static<typeof ProblemSchema>
 
-export const EventEnvelopeSchema = Type.Object({
-  seq: Int({ minimum: 0 }),
-  session_id: Str({ format: 'uuid' }),
-  turn: Int({ minimum: 0 }),
-  type: Str(),
-  at: Str({ format: 'date-time' }),
-  data: Type.Record(Str(), Type.Unknown()),
-})
-
-export const EventPageQuerySchema = Type.Object({
-  after: Type.Optional(Int({ minimum: 0, default: 0 })),
-  limit: Type.Optional(Int({ minimum: 1, maximum: 1000, default: 100 })),
-})
-export const EventPageSchema = Type.Object({
-  events: Type.Array(EventEnvelopeSchema),
-  truncated: Type.Boolean({ description: 'Events after `after` exist but are no longer available (ephemeral buffer).' }),
-  last_seq: Int({ description: "The session's last stored seq: read on from the last event's seq while it is below." }),
-})
-
-/** Stream-only frames (no `id:`): a replay that cannot start where asked, or the server ending the stream. */
-export const StreamControlSchema = Type.Object({
-  type: Type.Union([Type.Literal('stream_truncated'), Type.Literal('stream_closed')]),
-  session_id: Type.Union([Str({ format: 'uuid' }), Type.Null()]),
-  data: Type.Record(Str(), Type.Unknown()),
-})
-
-export const StreamFrameSchema = Type.Union([EventEnvelopeSchema, StreamControlSchema])
-
 export const MemoryHitSchema = Type.Object({
   id: Str({ description: 'The entry id (as `POST /v1/memory` returned it).' }),
   content: Str(),
@@ -398,29 +392,3 @@ export const memoryPageParams = {
 }
 export const MemoryPageQuerySchema = Type.Object({ ...memoryPageParams, metadata: Type.Optional(MetadataFilterSchema) }, Strict)
 export type MemoryPageQuery = Static<typeof MemoryPageQuerySchema>
-
-// ---- access tokens -----------------------------------------------------------------
-
-export const TokenRequestSchema = Type.Object(
-  {
-    scope: Type.Union([Type.Literal('read'), Type.Literal('write')], {
-      description: '`read`: reads and streams only (writes are 403 FORBIDDEN); `write`: reads and writes. Never wider than the caller.',
-    }),
-    session_id: Type.Optional(
-      Str({ format: 'uuid', description: 'Limit the token to this session (its reads, streams and, with `write`, turns).' }),
-    ),
-    ttl_s: Type.Optional(Int({ minimum: 1, maximum: 3600, default: 900, description: 'Lifetime in seconds (at most an hour).' })),
-  },
-  Strict,
-)
-export type TokenRequest = Static<typeof TokenRequestSchema>
-export const AccessTokenSchema = Type.Object({
-  token: Str({ description: 'Send as `Authorization: Bearer <token>`, or as `?access_token=` on SSE routes.' }),
-  token_type: Type.Literal('Bearer'),
-  scope: Type.Union([Type.Literal('read'), Type.Literal('write')]),
-  session_id: Type.Union([Str(), Type.Null()], { description: 'The one session the token is limited to, or null.' }),
-  expires_at: Str({ format: 'date-time' }),
-  expires_in: Int({ description: 'Seconds until it expires.' }),
-  refresh_until: Str({ format: 'date-time', description: 'Tokens this token mints (refreshes) expire by then at the latest.' }),
-})
-export type AccessToken = Static<typeof AccessTokenSchema>

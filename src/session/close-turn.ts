@@ -1,5 +1,6 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { ErrorCode } from '../core/errors.js'
+import type { SessionRecord } from '../core/session-record.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
 import { INPUT_REJECTED } from './session-reducer.js'
 import { turnUsage } from './turn-output.js'
@@ -16,6 +17,16 @@ export async function closeOpenTurn(
 ): Promise<EventEnvelope[]> {
   const open = session.record.open_turn
   if (!open) return []
+  return session.emit(open.turn, closingEvents(session.record, code, message, reason))
+}
+
+/**
+ * What ends a record's open turn with `turn_failed`: every tool call still without a result
+ * gets a synthetic error result first, so no tool call is left dangling. None without an open turn.
+ */
+export function closingEvents(record: SessionRecord, code: ErrorCode | string, message: string, reason?: string): PendingEvent[] {
+  const open = record.open_turn
+  if (!open) return []
   const answered = new Set(open.results.map((r) => r.tool_use_id))
   const events: PendingEvent[] = []
   for (const c of open.pending_tool_calls) {
@@ -31,10 +42,10 @@ export async function closeOpenTurn(
       },
     })
   }
-  const u = turnUsage(session.record, open.turn)
+  const u = turnUsage(record, open.turn)
   // A rejected turn names the events it takes out of the history: they stay in the log, visible.
   const rejected =
-    reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, session.record.last_seq + events.length] as [number, number] } : {}
+    reason === INPUT_REJECTED ? { rejected_seq_range: [open.first_seq, record.last_seq + events.length] as [number, number] } : {}
   events.push({
     type: 'turn_failed',
     data: {
@@ -45,7 +56,7 @@ export async function closeOpenTurn(
       usage: { input_tokens: u.input_tokens, output_tokens: u.output_tokens },
     },
   })
-  return session.emit(open.turn, events)
+  return events
 }
 
 /**

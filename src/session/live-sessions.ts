@@ -157,6 +157,19 @@ export class LiveSessions {
     return this.admit(s)
   }
 
+  /**
+   * A new session made whole from its first events (a fork: `session_created` and the copied
+   * log), committed as one write, then live. Not yet published; compactions in it index nothing
+   * (what they discarded is the source's, indexed there).
+   */
+  async createFrom(events: readonly EventEnvelope[]): Promise<LiveSession> {
+    let record: SessionRecord | undefined
+    for (const e of events) record = applyEvent(record, e)
+    const s = this.make(record!)
+    await this.commit(events, s)
+    return this.admit(s)
+  }
+
   /** Makes a stored record live in this process (one recovered at start-up). */
   adopt(record: SessionRecord): LiveSession {
     return this.admit(this.make(record))

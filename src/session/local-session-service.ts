@@ -26,6 +26,7 @@ import type {
   TokenRequest,
   TurnResult,
   UpdateSession,
+  ForkSession,
 } from '../core/wire.js'
 import { closeOpenTurn } from './close-turn.js'
 import { drainTurns } from './drain-turns.js'
@@ -39,7 +40,8 @@ import { TenantFeed } from './tenant-feed.js'
 import { notesAccess } from './session-notes.js'
 import { SessionTurns, type IdempotentRunner } from './session-turns.js'
 import { normalizeSessionQuery } from '../core/session-filter.js'
-import { sessionChanges, sessionConfig, type SessionConfigRules } from './turn-requests.js'
+import { forkSession, updateSession } from './session-edits.js'
+import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
 
 import type { LocalSessionServiceParts } from './service-parts.js'
 
@@ -197,26 +199,22 @@ export class LocalSessionService implements SessionService {
     return this.repo.sessions.list(tenant, normalizeSessionQuery(q))
   }
 
+  async forkSession(id: string, req: ForkSession, ctx: CallContext): Promise<SessionView> {
+    const tenant = this.mayWrite(ctx, null) // it makes a session: a token of one session cannot
+    this.repo.requirePersistence()
+    this.refuseWhenShuttingDown()
+    const source = await this.sessions.current(tenant, id)
+    return this.idempotent(ctx, tenant, 'session/fork', id, req, () =>
+      forkSession({ sessions: this.sessions, events: this.repo.events, hub: this.hub }, source, req.at_seq),
+    )
+  }
+
   async updateSession(id: string, req: UpdateSession, ctx: CallContext): Promise<SessionView> {
     const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
     return this.idempotent(ctx, tenant, 'session/update', id, req, () =>
-      this.sessions.exclusive(s, async () => {
-        if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
-        const changes = sessionChanges(s.record.config, req, this.configRules)
-        const settings = Object.keys(changes).filter((k) => k !== 'metadata')
-        if (settings.length > 0 && (s.running || s.record.open_turn))
-          throw new BurrowError(
-            'SESSION_BUSY',
-            `A turn is open on session ${id}: ${settings.join(', ')} can change once it has ended (metadata can change at any time).`,
-          )
-        if (Object.keys(changes).length > 0) {
-          s.emit(s.record.turn_count, [{ type: 'session_updated', data: { changes } }])
-          await this.sessions.settle(s)
-        }
-        return toView(s.record, s.running !== null)
-      }),
+      this.sessions.exclusive(s, () => updateSession(this.sessions, s, req, this.configRules)),
     )
   }
 

@@ -32,9 +32,9 @@ export interface PgSessionRepositoryOptions {
   onError?: (err: unknown, what: string) => void
 }
 
-const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
   WHERE tenant = $1 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
-const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
   WHERE tenant = $1 AND status = $4 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
 // A session's rows are keyed by (tenant, session_id); reads by id find the tenant in the same statement.
 const READ_AFTER = `SELECT seq, turn, type, at, data FROM events
@@ -61,7 +61,7 @@ function filteredList(q: SessionQuery, values: unknown[]): { text: string; value
   if (q.updated_before) where.push(`updated_at < ${param(q.updated_before)}`)
   for (const [k, v] of Object.entries(q.metadata ?? {})) where.push(`metadata->>${param(k)} = ${param(v)}`)
   return {
-    text: `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq FROM sessions
+    text: `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
       WHERE ${where.join(' AND ')} ORDER BY session_id DESC LIMIT $3`,
     values,
   }
@@ -197,6 +197,7 @@ export class PgSessionRepository implements SessionRepository {
         metadata: row.metadata,
         turn_count: row.turn_count,
         last_seq: Number(row.last_seq),
+        forked_from: row.forked_from ?? null,
       }))
       return { items, next_cursor: r.rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
     },

@@ -19,7 +19,7 @@ t.before(async () => {
 })
 t.teardown(() => browser?.close())
 
-async function open(t: Test, h: Harness, path = '/console', width = 1280): Promise<Page> {
+async function open(t: Test, h: Harness, path = '/console', width = 1280, opts: { fakeClock?: boolean } = {}): Promise<Page> {
   const context = await browser.newContext({ viewport: { width, height: 900 } })
   t.teardown(() => context.close())
   const page = await context.newPage()
@@ -30,6 +30,7 @@ async function open(t: Test, h: Harness, path = '/console', width = 1280): Promi
   })
   // Checked before the test ends (a teardown runs after it).
   pageErrors.set(page, errors)
+  if (opts.fakeClock) await page.clock.install() // the page's timers and Date, moved on by the test
   await page.goto(h.url + path)
   return page
 }
@@ -219,6 +220,31 @@ t.test('with keys: the key is exchanged for a token, and a read-only token is re
   await alert.waitFor()
   t.match(await alert.textContent(), /FORBIDDEN/)
   t.same((await new Api(h.url, 'console-key').get('/v1/sessions')).body.items, [], 'nothing was created')
+  noErrors(t, page)
+})
+
+t.test('the console refreshes its token before it expires, and keeps only the token', async (t) => {
+  const h = await startBurrow({ ...ENV, BURROW_API_KEYS: 'console-key:tenantD' })
+  t.teardown(() => h.close())
+  const page = await open(t, h, '/console', 1280, { fakeClock: true })
+  await page.getByLabel('API key').fill('console-key')
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('link', { name: 'Sessions' }).click()
+  await page.getByRole('button', { name: 'New session' }).waitFor()
+  const saved = async () => JSON.parse(await page.evaluate<string>("sessionStorage.getItem('burrow.console.token') ?? 'null'"))
+  const first = await saved()
+  t.match(first?.token, /^bt1\./, 'a token is kept')
+  await new Promise((r) => setTimeout(r, 1100)) // the server's clock moves on too: the new token's expiry differs
+  await page.clock.fastForward('13:00') // four fifths of its 15 minutes have passed
+  await page.waitForFunction(
+    `JSON.parse(sessionStorage.getItem('burrow.console.token') ?? 'null')?.token !== ${JSON.stringify(first.token)}`,
+  )
+  const second = await saved()
+  t.ok(second.expiresAt > first.expiresAt, 'refreshed: a later expiry')
+  t.equal((await new Api(h.url, second.token).get('/v1/sessions')).status, 200, 'the new token works')
+  await page.getByRole('button', { name: 'New session' }).click()
+  await page.waitForURL(/#\/sessions\/[0-9a-f-]{36}$/)
+  t.notMatch(await page.evaluate<string>('JSON.stringify({ ...sessionStorage, ...localStorage })'), 'console-key', 'never the key')
   noErrors(t, page)
 })
 

@@ -139,6 +139,8 @@ export function cliSurface(to: CliTarget, name = 'cli'): CliSurface {
         ]),
       ),
     archive: async (id) => jsonOutcome(await exec(['sessions', 'archive', id, '--json'])),
+    fork: async (id, req) =>
+      jsonOutcome(await exec(['sessions', 'fork', id, '--json', ...(req.at_seq !== undefined ? ['--at-seq', String(req.at_seq)] : [])])),
     update: async (id, changes) => jsonOutcome(await exec(['sessions', 'update', id, '--json', '--patch', JSON.stringify(changes)])),
     async search(q) {
       const opts = [

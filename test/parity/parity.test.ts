@@ -508,6 +508,25 @@ for (const b of BUILDS) {
       await eventually(() => [...observers.values()].every((o) => o.events.some((e) => e.type === 'session_updated')), 5000)
     })
 
+    await t.test('fork the session, then a turn on the fork', async (t) => {
+      const results = await each(surfaces, (s) => s.fork(ids.get(s.name)!, {}))
+      if (!b.store) {
+        agree(t, 'fork', results, { code: PERSISTENCE_OFF })
+        return
+      }
+      const view = agree(t, 'fork', results, {
+        normalise: (v: any) => ({ ...norm.view(seqs)(v), metadata: undefined, forked_from: undefined }),
+      })
+      t.equal(view.system_prompt, 'Answer briefly.', 'the fork has the source settings')
+      for (const [name, o] of results)
+        if (o.ok) t.equal(o.value.forked_from.session_id, ids.get(name), `${name}: forked_from names the source`)
+      const turns = await each(surfaces, async (s) => {
+        const fork = results.find(([name]) => name === s.name)![1]
+        return (await s.turn(fork.ok ? fork.value.session_id : 'none', 'on the fork')).outcome
+      })
+      t.match(agree(t, 'turn on the fork', turns, { normalise: norm.turn(seqs) }), { output_text: 'echo: on the fork' })
+    })
+
     await t.test('archive, then a turn on the archived session', async (t) => {
       const results = await each(surfaces, (s) => s.archive(ids.get(s.name)!))
       if (!b.store) {

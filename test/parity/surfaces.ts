@@ -36,6 +36,8 @@ export interface Surface {
   read(id: string): Promise<Outcome>
   list(q: { limit: number; metadata?: Record<string, string> }): Promise<Outcome>
   archive(id: string): Promise<Outcome>
+  /** Forks a session (at `at_seq`, or now), returning the new session's view. */
+  fork(id: string, req: Params): Promise<Outcome>
   /** Changes a session's settings (PATCH), returning its view. */
   update(id: string, changes: Params): Promise<Outcome>
   search(q: Params): Promise<Outcome>
@@ -121,6 +123,7 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
     list: async (q) => rest(await api.get(`/v1/sessions?${query(q)}`)),
     archive: async (id) => rest(await api.post(`/v1/sessions/${id}/archive`)),
     update: async (id, changes) => rest(await api.patch(`/v1/sessions/${id}`, changes)),
+    fork: async (id, req) => rest(await api.post(`/v1/sessions/${id}/fork`, req), 201),
     search: async (q) => rest(await api.get(`/v1/memory/search?${query(q)}`)),
     async memory(op, q) {
       if (op === 'list') return rest(await api.get(`/v1/memory?${query(q)}`))
@@ -177,6 +180,7 @@ function rpcSurface(
     list: async (q) => rpcOutcome(await call('session/list', q)),
     archive: async (id) => rpcOutcome(await call('session/archive', { session_id: id })),
     update: async (id, changes) => rpcOutcome(await call('session/update', { session_id: id, ...changes })),
+    fork: async (id, req) => rpcOutcome(await call('session/fork', { session_id: id, ...req })),
     search: async (q) => rpcOutcome(await call('memory/search', q)),
     memory: async (op, q) => rpcOutcome(await call(`memory/${op}`, q)),
     keyed: {
@@ -291,6 +295,7 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
     list: async (q) => mcpOutcome(await tool('session_list', q)),
     archive: async (id) => mcpOutcome(await tool('session_archive', { session_id: id })),
     update: async (id, changes) => mcpOutcome(await tool('session_update', { session_id: id, ...changes })),
+    fork: async (id, req) => mcpOutcome(await tool('session_fork', { session_id: id, ...req })),
     search: async (q) => mcpOutcome(await tool('memory_search', q)),
     memory: async (op, q) => mcpOutcome(await tool(`memory_${op}`, q)),
     close: () => client.close(),

@@ -41,8 +41,9 @@ const OPTIONS = {
   'created-before': { type: 'string' },
   'updated-after': { type: 'string' },
   'updated-before': { type: 'string' },
-  // sessions update
+  // sessions update, sessions fork
   patch: { type: 'string' },
+  'at-seq': { type: 'string' },
 } as const
 
 /** Which options each command takes (the global ones are always allowed). */
@@ -59,6 +60,11 @@ const COMMANDS: Record<string, { args: [min: number, max: number]; opts: string[
     opts: ['status', 'limit', 'cursor', 'metadata', 'created-after', 'created-before', 'updated-after', 'updated-before'],
     usage:
       'burrow sessions list [--status active|archived] [--limit N] [--cursor C] [--metadata JSON] [--created-after T] [--created-before T] [--updated-after T] [--updated-before T]',
+  },
+  'sessions fork': {
+    args: [1, 1],
+    opts: ['at-seq'],
+    usage: 'burrow sessions fork <session-id> [--at-seq N]   (a new session with its history up to event N; default: now)',
   },
   'sessions update': {
     args: [1, 1],

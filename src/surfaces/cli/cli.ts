@@ -138,6 +138,16 @@ async function command(cli: CliArgs, ops: SessionOperations, host: CliHost): Pro
       out(view, () => sessionText(view))
       return
     }
+    case 'sessions fork': {
+      const view = (await invoke(
+        ops,
+        'session/fork',
+        dropUndefined({ session_id: a0, at_seq: intOption(cli.opts, 'at-seq') }),
+        ctx(),
+      )) as SessionView
+      out(view, () => `Forked session ${a0} at seq ${view.forked_from?.seq} into ${view.session_id}.\n`)
+      return
+    }
     case 'sessions update': {
       // --metadata and --system, when given, win over the same fields of --patch.
       const changes = {

@@ -12,21 +12,18 @@
  * copy of every request.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
   CallToolRequestSchema,
   ListToolsRequestSchema,
   McpError,
   type CallToolResult,
-  type ServerNotification,
-  type ServerRequest,
   type Tool as ListedTool,
   type ToolAnnotations,
 } from '@modelcontextprotocol/sdk/types.js'
 import type { Static, TSchema } from 'typebox'
 import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
-import type { EventEnvelope } from '../../core/events.js'
+import { progressReporter, type Extra } from './mcp-progress.js'
 import { JSON_RPC } from '../../core/protocol-numbers.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
 import {
@@ -38,13 +35,14 @@ import {
   SessionQuerySchema,
   SessionRefSchema,
   SessionUpdateSchema,
+  SessionForkSchema,
   SessionTurnSchema,
   type StartTurn,
   type TurnResult,
 } from '../../core/wire.js'
 import { argumentsCheck } from '../request-validation.js'
 
-export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
+export type { Extra }
 /** What each tool call gets from its transport (the service authenticates `apiKey`); `extra` is the call's. */
 export type McpCallContext = (extra: Extra) => { apiKey?: string | undefined; requestId: string }
 export interface McpServerOptions {
@@ -163,6 +161,17 @@ export function createMcpServer(service: SessionOperations, ctxFor: McpCallConte
         const lines = p.items.map((s) => `${s.session_id} ${s.status} ${s.model} turns=${s.turn_count}`)
         if (p.next_cursor) lines.push(`next_cursor: ${p.next_cursor}`)
         return { result: p, text: [`${p.items.length} session(s).`, ...lines].join('\n') }
+      },
+    }),
+    session_fork: tool({
+      description:
+        "Fork a session: a new session whose history is this one's up to event at_seq (default: the last), to try another " +
+        'path from there (rewind) without touching the original. A turn open at that point is closed in the fork. Needs session persistence.',
+      schema: SessionForkSchema,
+      annotations: { destructiveHint: false },
+      run: async ({ session_id, ...req }, ctx) => {
+        const v = await service.forkSession(session_id, req, ctx)
+        return { result: v, text: `Forked session ${session_id} at seq ${v.forked_from!.seq} into ${v.session_id}.` }
       },
     }),
     session_update: tool({
@@ -318,59 +327,6 @@ async function runTurn(
   } finally {
     extra.signal.removeEventListener('abort', onAbort)
     await progress?.done()
-  }
-}
-
-/**
- * MCP progress notifications for a turn, when the client sent a progressToken: one per
- * batch of text deltas (those arriving in one event-loop turn; the message is the text so
- * far, its last 1000 characters) and one per tool call, tool result or compaction.
- */
-function progressReporter(extra: Extra): { onEvent(e: EventEnvelope): void; done(): Promise<void> } | undefined {
-  const token = extra._meta?.progressToken
-  if (token === undefined) return undefined
-  let progress = 0
-  let text = ''
-  let textPending = false
-  let timer: NodeJS.Immediate | undefined
-  let chain = Promise.resolve()
-  const send = (message: string) => {
-    const params = { progressToken: token, progress: ++progress, message }
-    chain = chain.then(() => extra.sendNotification({ method: 'notifications/progress', params })).catch(() => {})
-  }
-  const flush = () => {
-    if (timer) clearImmediate(timer)
-    timer = undefined
-    if (textPending) send(text.length > 1000 ? `…${text.slice(-1000)}` : text)
-    textPending = false
-  }
-  const data = (e: EventEnvelope) => e.data as Record<string, unknown>
-  return {
-    onEvent(e) {
-      if (e.type === 'text_delta') {
-        text += String(data(e).text ?? '')
-        textPending = true
-        timer ??= setImmediate(flush)
-        return
-      }
-      const message =
-        e.type === 'tool_call'
-          ? `tool_call ${String(data(e).name)}`
-          : e.type === 'tool_result'
-            ? `tool_result ${String(data(e).name)}`
-            : e.type === 'compaction_started'
-              ? 'compacting history'
-              : e.type === 'compaction_completed'
-                ? 'history compacted'
-                : undefined
-      if (message === undefined) return
-      flush()
-      send(message)
-    },
-    async done() {
-      flush()
-      await chain
-    },
   }
 }
 

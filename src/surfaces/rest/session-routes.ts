@@ -18,6 +18,7 @@ import {
   StreamFrameSchema,
   TurnResultSchema,
   UpdateSessionSchema,
+  ForkSessionSchema,
 } from '../../core/wire.js'
 import { callContext } from '../http/call-context.js'
 import { problemOf } from '../http/problem.js'
@@ -177,6 +178,34 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
       },
     },
     async (req) => service.list(split(req.query), callContext(req)),
+  )
+
+  r.post(
+    '/v1/sessions/:id/fork',
+    {
+      schema: {
+        operationId: 'forkSession',
+        tags: ['sessions'],
+        summary: "Fork a session: a new session whose history is this one's up to an event",
+        description:
+          'The source is untouched. The new session carries `forked_from`; a turn open at that point is closed in the fork ' +
+          '(its pending tool calls answered as failed), so its history is valid and it takes its next turn. An empty body forks at the last event.',
+        params: SessionParams,
+        headers: PostHeaders,
+        body: ForkSessionSchema,
+        response: {
+          201: json(SessionViewSchema, 'The new session.'),
+          ...errors('SESSION_NOT_FOUND', 'IDEMPOTENCY_CONFLICT', 'SESSION_PERSISTENCE_DISABLED', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'),
+        },
+      },
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) req.body = {}
+      },
+    },
+    async (req, reply) => {
+      const fork = await service.forkSession(req.params.id, req.body, callContext(req))
+      return reply.code(201).header('location', `/v1/sessions/${fork.session_id}`).send(fork)
+    },
   )
 
   r.patch(

@@ -56,7 +56,7 @@ export function rpcHttpRoutes(app: FastifyInstance, service: SessionService): vo
         operationId: 'jsonRpc',
         tags: ['rpc'],
         summary:
-          'JSON-RPC 2.0 (single or batch): session/create, turn/start, session/resume, session/read, session/list, session/update, session/archive, session/delete, session/compact, turn/interrupt, memory/search, memory/add, notes/*, capabilities/get, events/list_since',
+          'JSON-RPC 2.0 (single or batch): session/create, turn/start, session/resume, session/read, session/list, session/update, session/fork, session/archive, session/delete, session/compact, turn/interrupt, memory/search, memory/add, notes/*, capabilities/get, events/list_since',
         body: { description: 'A JSON-RPC 2.0 request or batch.' },
         response: {
           200: {

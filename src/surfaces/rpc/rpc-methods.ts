@@ -13,6 +13,7 @@ import {
   SessionRefSchema,
   SessionTurnSchema,
   UpdateSessionSchema,
+  ForkSessionSchema,
 } from '../../core/wire.js'
 
 const Strict = { additionalProperties: false } as const
@@ -56,6 +57,10 @@ export const RPC_METHODS: Record<string, RpcMethod> = {
       { ...Strict, minProperties: 2 },
     ),
     run: (ops, { session_id, idempotency_key: _k, ...req }, ctx) => ops.updateSession(session_id, req, ctx),
+  },
+  'session/fork': {
+    params: Type.Object({ session_id: SessionId, ...ForkSessionSchema.properties, idempotency_key: IdempotencyKey }, Strict),
+    run: (ops, { session_id, idempotency_key: _k, ...req }, ctx) => ops.forkSession(session_id, req, ctx),
   },
   'session/archive': {
     params: SessionKeyed,

@@ -25,6 +25,7 @@ const TOOLS = [
   'memory_search',
   'session_archive',
   'session_create',
+  'session_fork',
   'session_list',
   'session_read',
   'session_resume',
