@@ -16,8 +16,9 @@ const WAIT_MAX_MS = 500
  * The resumable tenant stream (`GET /v1/events`) where the store keeps a tenant journal: stored
  * events are read from the journal in commit order — live ones as the journal advances, missed
  * ones after `Last-Event-ID` the same way — each with its stream id (its row's base + its index
- * in the row), so a reconnection resumes with no gap and no duplicate, across restarts too. Text deltas are never stored: they come live from the hub and
- * may arrive before the stored event they follow on this stream.
+ * in the row, streamPosition), so a reconnection resumes with no gap and no duplicate, across
+ * restarts too. Text deltas are never stored: they come live from the hub, and on this stream may
+ * arrive before (or, from another replica, after) the stored event they follow.
  */
 export class TenantFeed {
   private readonly streams = new Map<string, Set<TenantStream>>()

@@ -45,8 +45,8 @@ const JOURNAL = `journal_row AS (INSERT INTO tenant_log (tenant, xid, session_id
   SELECT $1, pg_current_xact_id(), $2, $13::bigint + 1, $9 WHERE EXISTS (SELECT 1 FROM s))`
 const FIRST_COMMIT = `WITH s AS (
   INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
-    head, config, notes, messages_from, message_count, generation)
-  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json, $22::json, $23::json, 1, $24, $25 WHERE $13::bigint = 0
+    head, config, notes, messages_from, message_count, generation, forked_from)
+  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json, $22::json, $23::json, 1, $24, $25, $26::json WHERE $13::bigint = 0
   ON CONFLICT DO NOTHING RETURNING 1),
 ${USAGE},
 ${JOURNAL}
@@ -203,7 +203,14 @@ export class PgCommitWriter {
       parts.usageRows,
     ]
     // The first commit stores the configuration; a later one says whether it stores the history whole and what it extends.
-    if (first === 1) values.push(JSON.stringify(s.config), parts.notes, s.messages.length, s.history_generation)
+    if (first === 1)
+      values.push(
+        JSON.stringify(s.config),
+        parts.notes,
+        s.messages.length,
+        s.history_generation,
+        JSON.stringify(s.config.forked_from ?? null),
+      )
     else values.push(parts.whole, parts.notes, s.messages.length, s.history_generation, parts.from, parts.config)
     let written: number
     try {

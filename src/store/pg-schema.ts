@@ -141,6 +141,14 @@ CREATE TABLE tenant_log_pruned (
 );
 `,
   },
+  {
+    version: 7,
+    description: 'forks: the session and seq a session was forked from, a column of its own for the session list',
+    // Listing reads it without parsing `config`, which may hold text PostgreSQL's json operators refuse (\u0000).
+    sql: `
+ALTER TABLE sessions ADD COLUMN forked_from json;
+`,
+  },
 ]
 
 /** The schema version this code writes. */

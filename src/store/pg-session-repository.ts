@@ -3,7 +3,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { IdempotencyStore, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
-import { hasSessionFilter } from '../core/session-filter.js'
+import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { PgAccess } from './pg-access.js'
 import { PgCommitWriter } from './pg-commit-writer.js'
@@ -32,9 +32,9 @@ export interface PgSessionRepositoryOptions {
   onError?: (err: unknown, what: string) => void
 }
 
-const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
+const LIST = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, forked_from FROM sessions
   WHERE tenant = $1 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
-const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
+const LIST_STATUS = `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, forked_from FROM sessions
   WHERE tenant = $1 AND status = $4 AND session_id < $2 ORDER BY session_id DESC LIMIT $3`
 // A session's rows are keyed by (tenant, session_id); reads by id find the tenant in the same statement.
 const READ_AFTER = `SELECT seq, turn, type, at, data FROM events
@@ -49,8 +49,28 @@ const PURGE = `WITH e AS (DELETE FROM events WHERE tenant = $1 AND session_id = 
   u AS (DELETE FROM session_usage WHERE tenant = $1 AND session_id = $2)
   DELETE FROM sessions WHERE tenant = $1 AND session_id = $2`
 const TOP = '\uffff' // sorts after every session id
+/** Candidates read at a time when the list filters by metadata. */
+const METADATA_PAGE = 500
 
-/** The list with filters: each one a condition on the tenant's rows (`values` holds $1–$3, and $4 the status when there is one). */
+function summaryOf(row: Record<string, any>): SessionSummary {
+  return {
+    session_id: row.session_id,
+    status: row.status,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    model: row.model,
+    metadata: row.metadata,
+    turn_count: row.turn_count,
+    last_seq: Number(row.last_seq),
+    forked_from: row.forked_from ?? null,
+  }
+}
+
+/**
+ * The list with time filters: each one a condition on the tenant's rows (`values` holds $1–$3, and
+ * $4 the status when there is one). Metadata is matched here, not in SQL: PostgreSQL's json
+ * operators refuse a document holding `\u0000`, which user text may (pg-schema.ts).
+ */
 function filteredList(q: SessionQuery, values: unknown[]): { text: string; values: unknown[] } {
   const where = ['tenant = $1', 'session_id < $2']
   const param = (v: unknown) => `$${values.push(v)}`
@@ -59,9 +79,8 @@ function filteredList(q: SessionQuery, values: unknown[]): { text: string; value
   if (q.created_before) where.push(`created_at < ${param(q.created_before)}`)
   if (q.updated_after) where.push(`updated_at >= ${param(q.updated_after)}`)
   if (q.updated_before) where.push(`updated_at < ${param(q.updated_before)}`)
-  for (const [k, v] of Object.entries(q.metadata ?? {})) where.push(`metadata->>${param(k)} = ${param(v)}`)
   return {
-    text: `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, config->'forked_from' AS forked_from FROM sessions
+    text: `SELECT session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, forked_from FROM sessions
       WHERE ${where.join(' AND ')} ORDER BY session_id DESC LIMIT $3`,
     values,
   }
@@ -180,26 +199,37 @@ export class PgSessionRepository implements SessionRepository {
     list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
       const after = decodeCursor(q.cursor)
       const limit = q.limit ?? 20
-      const values: unknown[] = [tenant, after ?? TOP, limit + 1]
-      if (q.status) values.push(q.status)
-      const query = hasSessionFilter(q)
-        ? filteredList(q, values)
-        : q.status
-          ? { name: 'burrow_list_status', text: LIST_STATUS, values }
-          : { name: 'burrow_list', text: LIST, values }
-      const r = await this.db.read(() => this.pool.query(query), 'the session list')
-      const items: SessionSummary[] = r.rows.slice(0, limit).map((row) => ({
-        session_id: row.session_id,
-        status: row.status,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        model: row.model,
-        metadata: row.metadata,
-        turn_count: row.turn_count,
-        last_seq: Number(row.last_seq),
-        forked_from: row.forked_from ?? null,
-      }))
-      return { items, next_cursor: r.rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+      const page = async (from: string, n: number): Promise<SessionSummary[]> => {
+        const values: unknown[] = [tenant, from, n]
+        if (q.status) values.push(q.status)
+        const query = hasSessionFilter(q)
+          ? filteredList(q, values)
+          : q.status
+            ? { name: 'burrow_list_status', text: LIST_STATUS, values }
+            : { name: 'burrow_list', text: LIST, values }
+        const r = await this.db.read(() => this.pool.query(query), 'the session list')
+        return r.rows.map(summaryOf)
+      }
+      if (!q.metadata || Object.keys(q.metadata).length === 0) {
+        const rows = await page(after ?? TOP, limit + 1)
+        const items = rows.slice(0, limit)
+        return { items, next_cursor: rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+      }
+      // Metadata: matched a page of candidates at a time, at most FILTER_SCAN_BUDGET of them per request (as on LMDB).
+      const items: SessionSummary[] = []
+      let from = after ?? TOP
+      for (let scanned = 0; ;) {
+        const rows = await page(from, METADATA_PAGE)
+        for (const s of rows) {
+          if (matchesSession(s, q)) {
+            if (items.length === limit) return { items, next_cursor: encodeCursor(items.at(-1)!.session_id) }
+            items.push(s)
+          }
+          from = s.session_id
+          if (++scanned === FILTER_SCAN_BUDGET) return { items, next_cursor: encodeCursor(from) }
+        }
+        if (rows.length < METADATA_PAGE) return { items, next_cursor: null }
+      }
     },
     runningTurns: async (): Promise<string[]> => {
       // A live replica renews its leases: a turn whose lease expired (or that never had one) is a dead one's.

@@ -167,9 +167,37 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
       metadata: {},
       turn_count: 1,
       last_seq: 4,
+      forked_from: null,
     })
     t.same((await repo.sessions.list('nobody', {})).items, [])
     await t.rejects(repo.sessions.list('tenant-a', { cursor: 'garbage' }), BurrowError)
+  })
+
+  withRepo('list filters: metadata (NUL characters included), creation and activity time, a fork and a change kept', async (t, repo) => {
+    const tagged = (i: number, metadata: Record<string, string>) => new SessionLog(sessionId(200 + i), config('tenant-f', { metadata }))
+    const a = tagged(1, { team: 'red', note: 'nul \u0000 inside' })
+    const b = tagged(2, { team: 'blue' })
+    const c = tagged(3, { team: 'red', stage: 'done' })
+    for (const log of [a, b, c]) await commitAll(repo, log, log.create())
+    const ids = async (q: Parameters<typeof repo.sessions.list>[1]) =>
+      (await repo.sessions.list('tenant-f', q)).items.map((i) => i.session_id)
+    t.same(await ids({ metadata: { team: 'red' } }), [c.id, a.id], 'metadata, newest first')
+    t.same(await ids({ metadata: { team: 'red', stage: 'done' } }), [c.id], 'every pair')
+    t.same(await ids({ metadata: { note: 'nul \u0000 inside' } }), [a.id], 'a value with a NUL character')
+    const page = await repo.sessions.list('tenant-f', { metadata: { team: 'red' }, limit: 1 })
+    t.same(await ids({ metadata: { team: 'red' }, limit: 1, cursor: page.next_cursor! }), [a.id], 'paged')
+    const createdB = b.record!.created_at
+    t.same(await ids({ created_after: createdB }), [c.id, b.id], 'created at or after')
+    t.same(await ids({ created_before: createdB }), [a.id], 'created before')
+    await commitAll(repo, a, a.turn('activity'))
+    t.same(await ids({ updated_after: a.record!.updated_at }), [a.id], 'by last activity')
+    const changed = a.add(1, { type: 'session_updated', data: { changes: { metadata: { team: 'green' }, system_prompt: 'Changed.' } } })
+    await repo.commit(changed.events, changed.record)
+    t.same(await ids({ metadata: { team: 'green' } }), [a.id], 'a change of metadata is listed')
+    t.equal((await repo.sessions.get(a.id))?.config.system_prompt, 'Changed.', 'and the configuration kept')
+    const fork = new SessionLog(sessionId(299), config('tenant-f', { forked_from: { session_id: a.id, seq: 2 } }))
+    await commitAll(repo, fork, fork.create())
+    t.same((await repo.sessions.list('tenant-f', { limit: 1 })).items[0]?.forked_from, { session_id: a.id, seq: 2 }, 'a fork says so')
   })
 
   withRepo('running turns are tracked; paused and finished ones are not', async (t, repo) => {
