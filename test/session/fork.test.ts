@@ -11,6 +11,7 @@ import type { SessionRecord } from '../../src/core/session-record.js'
 import { closingEvents } from '../../src/session/close-turn.js'
 import { forkLog } from '../../src/session/fork.js'
 import { applyEvent } from '../../src/session/session-reducer.js'
+import { config } from '../contract/fixtures.js'
 
 const AT = '2026-01-01T00:00:00.000Z'
 const USAGE = { input_tokens: 3, output_tokens: 2 }
@@ -53,18 +54,7 @@ function buildLog(spec: {
       discarded_seq_range: [rec.message_seqs[0]!, rec.message_seqs[from - 1]!],
     })
   }
-  emit(0, 'session_created', {
-    config: {
-      tenant: 't',
-      model: 'offline:echo',
-      system_prompt: '',
-      metadata: {},
-      memory: false,
-      compaction: null,
-      tools: [],
-      max_total_tokens: null,
-    },
-  })
+  emit(0, 'session_created', { config: config('t') })
   spec.turns.forEach((ts, i) => {
     const turn = i + 1
     if (ts.compactBefore && turn > 1) compact(turn - 1)

@@ -2,27 +2,17 @@
 // to an event and `forked_from` in its view and in the list; the source untouched; a fork inside
 // a paused turn closes that turn (no orphaned tool call) and takes its next turn; forks survive a
 // restart; bad requests get their codes.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { checkHistory } from '../../../src/core/messages.js'
 import { Api, startBurrow, type Harness } from '../../helpers/harness.js'
-import { tempDatabase } from '../../helpers/pg.js'
+import { durableStores } from '../../helpers/stores.js'
 
 const MODEL = 'openai:gpt-4o-mini'
 const WEATHER = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: {} } }
-const STORES: Array<[string, (t: Test) => Promise<Record<string, string>>]> = [
-  ['lmdb', async () => ({ BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' })],
-  [
-    'postgres',
-    async (t) => ({
-      BURROW_SESSION_STORE: 'postgres',
-      BURROW_DATABASE_URL: (await tempDatabase(t, 'fork')).url,
-      BURROW_MEMORY_STORE: 'off',
-    }),
-  ],
-]
+const STORES = durableStores('fork')
 
 for (const [store, storeEnv] of STORES)
   t.test(store, async (t) => {

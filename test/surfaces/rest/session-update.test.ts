@@ -2,7 +2,7 @@
 // a `session_updated` event (the log still rebuilds the session), effective from the next turn,
 // kept across a restart; metadata merges (null removes); every bad request is refused with its
 // code and changes nothing; GET /v1/sessions filters by metadata, by creation and activity time.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,20 +10,10 @@ import type { EventEnvelope } from '../../../src/core/events.js'
 import type { SessionRecord } from '../../../src/core/session-record.js'
 import { applyEvent } from '../../../src/session/session-reducer.js'
 import { Api, sleep, startBurrow, type Harness } from '../../helpers/harness.js'
-import { tempDatabase } from '../../helpers/pg.js'
+import { durableStores } from '../../helpers/stores.js'
 
 const MODEL = 'openai:gpt-4o-mini'
-const STORES: Array<[string, (t: Test) => Promise<Record<string, string>>]> = [
-  ['lmdb', async () => ({ BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' })],
-  [
-    'postgres',
-    async (t) => ({
-      BURROW_SESSION_STORE: 'postgres',
-      BURROW_DATABASE_URL: (await tempDatabase(t, 'session_update')).url,
-      BURROW_MEMORY_STORE: 'off',
-    }),
-  ],
-]
+const STORES = durableStores('session_update')
 
 /** The session rebuilt from its event log by the reducer alone. */
 async function rebuilt(api: Api, id: string): Promise<SessionRecord> {
