@@ -166,7 +166,9 @@ export function shutdownFaultsContract(t: Test, backend: ShutdownBackend): void 
     })
     for (const r of run.turns) expectCompleted(t, r)
     expectSubscribersClosed(t, run)
-    expectCleanExit(t, run, sc.server, GRACE + 4_000)
+    // The slack covers flushing the 8 MB answer to its slow client and to the streams' subscribers: 7.3–8.5 s
+    // were measured on this 2-core host with other work beside it (grace + 4 s was too tight).
+    expectCleanExit(t, run, sc.server, GRACE + 6_000)
     if (backend.persistent) await expectInLog(t, sc, run)
   })
 
