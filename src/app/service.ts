@@ -30,6 +30,7 @@ import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState
 import { buildProviders } from './providers.js'
 import { optional } from './optional-dependency.js'
 import { StartupError } from './startup-error.js'
+import { compileAnswerSchema } from '../surfaces/request-validation.js'
 
 export interface BuiltService {
   service: SessionService
@@ -151,6 +152,7 @@ async function build(
       ...(memory ? { memoryGuide: MEMORY_GUIDE } : {}),
       maxSteps: config.maxTurnSteps,
       defaultMaxTokens: config.defaultMaxTokens,
+      schemas: compileAnswerSchema,
       telemetry: deps.telemetry,
       logger: deps.logger,
     }),

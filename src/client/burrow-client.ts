@@ -194,14 +194,15 @@ export class BurrowClient implements SessionOperations {
 
   private async turn(id: SessionId, route: 'turns' | 'resume', req: StartTurn, ctx: ClientCallContext): Promise<TurnResult> {
     const path = `/v1/sessions/${seg(id)}/${route}`
-    const asJson = () => this.t.json<TurnResult>({ ...ctx, onEvent: undefined }, { method: 'POST', path, body: req })
-    const onEvent = ctx.onEvent
-    if (!onEvent) return asJson()
+    const asJson = () => this.t.json<TurnResult>({ ...ctx, onEvent: undefined, onQueued: undefined }, { method: 'POST', path, body: req })
+    // Streamed when the caller watches the turn's events or its place in the session's line.
+    if (!ctx.onEvent && !ctx.onQueued) return asJson()
+    const onEvent = ctx.onEvent ?? (() => undefined)
     const res = await this.t.send(ctx, { method: 'POST', path, body: req, accept: 'text/event-stream' })
     if (!String(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
       return (await res.json()) as TurnResult // a server without SSE on this route answered JSON
     }
-    const { outcome, assembler, broken } = await readTurnStream(res, onEvent)
+    const { outcome, assembler, broken } = await readTurnStream(res, onEvent, ctx.onQueued)
     if (outcome?.kind === 'failed') throw outcome.error
     if (outcome && !(assembler.continuation && ctx.idempotencyKey)) return outcome.result
     // The stream broke or ended mid-turn, or a continuation's stream started mid-turn:

@@ -93,10 +93,12 @@ export class TurnAssembler {
       case 'turn_completed': {
         const d = e.data as EventData['turn_completed']
         this.flushResults()
-        return this.result(e, 'completed', d.output_text, d.stop_reason, [], {
+        const out = this.result(e, 'completed', d.output_text, d.stop_reason, [], {
           ...d.usage,
           compaction_tokens: this.usage.compaction_tokens,
         })
+        if (out.kind === 'result' && d.output_json !== undefined) out.result.output_json = d.output_json
+        return out
       }
       case 'turn_requires_action': {
         const d = e.data as EventData['turn_requires_action']
@@ -167,10 +169,14 @@ export interface TurnRead {
  * Reads a turn's SSE response to its end: every envelope goes to `onEvent` as it arrives. A turn
  * cut off with no stored end (its events could not be stored) ends with a `stream_closed` frame
  * holding the problem document: the outcome is that error, as the JSON form would have thrown.
- * A failed body read (a reset connection, a timeout) is returned as `broken`; an exception
+ * A `turn_queued` frame goes to `onQueued`. A failed body read (a reset connection, a timeout) is returned as `broken`; an exception
  * thrown by `onEvent` propagates as is (after the response is closed).
  */
-export async function readTurnStream(res: Response, onEvent: (e: EventEnvelope) => void): Promise<TurnRead> {
+export async function readTurnStream(
+  res: Response,
+  onEvent: (e: EventEnvelope) => void,
+  onQueued?: (position: number | null) => void,
+): Promise<TurnRead> {
   const assembler = new TurnAssembler()
   if (!res.body) return { outcome: undefined, assembler }
   let outcome: TurnOutcome | undefined
@@ -183,6 +189,11 @@ export async function readTurnStream(res: Response, onEvent: (e: EventEnvelope) 
         e = JSON.parse(m.data) as EventEnvelope
       } catch (err) {
         bad = err
+        return
+      }
+      if (m.event === 'turn_queued') {
+        // The turn waits for the session (on_busy: queue): its place in line, or null behind another replica.
+        onQueued?.((e as unknown as { data: { position: number | null } }).data.position)
         return
       }
       if (m.event === 'stream_closed') {

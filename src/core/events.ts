@@ -1,7 +1,7 @@
 import type { ContentBlock, Message, ToolCall } from './messages.js'
 import type { Static } from 'typebox'
 import type { SessionChanges, SessionConfig } from './session-record.js'
-import type { UsageSchema } from './wire.js'
+import type { ModelSettings, UsageSchema } from './wire.js'
 
 /**
  * Event types (docs/api.md, Events). Every type except `text_delta` is stored in the event
@@ -61,13 +61,15 @@ export interface EventEnvelope<T extends EventType = EventType> {
 
 export interface EventData {
   session_created: { config: SessionConfig }
-  turn_started: { input: ContentBlock[] | null; continuation: boolean; max_tokens?: number }
+  /** `settings`: the model settings the request gave (not the session's defaults); `max_tokens` repeats its max_tokens for older readers. */
+  turn_started: { input: ContentBlock[] | null; continuation: boolean; max_tokens?: number; settings?: ModelSettings }
   text_delta: { text: string }
   assistant_message: { message: Message; usage: Usage; stop_reason: string; model: string; step: number; client_tool_call_ids?: string[] }
   tool_call: ToolCall & { executor: 'client' | 'server' }
   tool_result: { tool_call_id: string; name: string; content: ContentBlock[] | string; is_error: boolean; synthetic?: boolean }
   turn_requires_action: { tool_calls: ToolCall[] }
-  turn_completed: { output_text: string; usage: Usage; stop_reason: string }
+  /** `output_json`: the final answer parsed, when the turn asked for response_format json_schema. */
+  turn_completed: { output_text: string; usage: Usage; stop_reason: string; output_json?: unknown }
   /**
    * `reason: 'input_rejected'`: the provider refused the turn's request as such (HTTP 400/413/422); the turn's
    * messages, events `rejected_seq_range` (inclusive), are out of the history and never sent again.

@@ -1,7 +1,7 @@
 import type { ContentBlock, Message, ToolDefinition } from './messages.js'
 import type { Static } from 'typebox'
 import type { Usage } from './events.js'
-import type { ProviderStatusSchema } from './wire.js'
+import type { ModelSettings, ProviderStatusSchema } from './wire.js'
 
 /** `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`, `offline:echo`. */
 export interface ModelRef {
@@ -21,11 +21,18 @@ export interface LlmRequest {
   messages: readonly Message[]
   tools?: readonly ToolDefinition[]
   maxTokens: number
+  /**
+   * How the call is sampled and shaped (a turn's model settings but max_tokens, which is `maxTokens`).
+   * Providers send what their API has; `tool_choice` is sent only with tools.
+   */
+  settings?: LlmSettings | undefined
   /** Aborts the call; it then rejects with `signal.reason`. */
   signal?: AbortSignal
   /** A cheap way to ask whether the call is cancelled without creating `signal` (which may be made lazily). */
   cancelled?: () => boolean
 }
+
+export type LlmSettings = Omit<ModelSettings, 'max_tokens'>
 
 /** Streamed while a call runs; the final {@link LlmResponse} is authoritative. */
 export type LlmDelta = { type: 'text'; text: string }
@@ -50,6 +57,8 @@ export interface LlmClient {
   readonly offline: boolean
   readonly defaultModel: string
   complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse>
+  /** Why this provider cannot take these settings (e.g. a temperature out of its range), or null. */
+  settingsProblem?(s: ModelSettings): { field: string; message: string } | null
 }
 
 export type ProviderStatus = Static<typeof ProviderStatusSchema>

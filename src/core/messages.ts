@@ -66,7 +66,7 @@ export type Message = Static<typeof MessageSchema>
 
 // Static<> of an object open to any property is only its named properties: the index
 // signature is stated here, the JSON Schema is TypeBox's own.
-const ObjectSchemaSchema = Type.Unsafe<{ type: 'object' } & Record<string, unknown>>(
+export const ObjectSchemaSchema = Type.Unsafe<{ type: 'object' } & Record<string, unknown>>(
   Type.Object(
     { type: Type.Literal('object') },
     { additionalProperties: true, description: 'JSON Schema of the tool input (an object schema).' },

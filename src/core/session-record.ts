@@ -1,6 +1,6 @@
 import type { Message, ToolCall, ToolDefinition, ToolResultBlock } from './messages.js'
 import type { Static } from 'typebox'
-import type { EffectiveCompactionSchema, NoteSchema, SessionStatus, TurnUsageSchema } from './wire.js'
+import type { EffectiveCompactionSchema, ModelSettings, NoteSchema, SessionStatus, TurnUsageSchema } from './wire.js'
 
 /** The compaction settings a session runs with: the request's, defaults filled in. */
 export type EffectiveCompaction = Static<typeof EffectiveCompactionSchema>
@@ -15,6 +15,8 @@ export interface SessionConfig {
   compaction: EffectiveCompaction | null
   tools: ToolDefinition[]
   max_total_tokens: number | null
+  /** Defaults of every turn's model settings (absent in sessions created before they existed: none). */
+  model_settings?: ModelSettings
   /** Set on a fork (`POST …/fork`): the session and the seq it was forked from. */
   forked_from?: ForkOrigin
 }
@@ -26,7 +28,7 @@ export interface ForkOrigin {
 }
 
 /** The settings a session's owner may change after creation (`session_updated`); effective from the next turn. */
-export type SessionChanges = Partial<Pick<SessionConfig, 'metadata' | 'system_prompt' | 'tools' | 'compaction'>>
+export type SessionChanges = Partial<Pick<SessionConfig, 'metadata' | 'system_prompt' | 'tools' | 'compaction' | 'model_settings'>>
 
 export type TokenTotals = Static<typeof TurnUsageSchema>
 
@@ -42,6 +44,8 @@ export interface OpenTurn {
   client_tool_call_ids: string[]
   /** Results gathered so far for `pending_tool_calls`. */
   results: ToolResultBlock[]
+  /** The model settings the turn's request gave (its `turn_started`): a continuation runs with them too. */
+  settings?: ModelSettings
 }
 
 /**

@@ -41,6 +41,8 @@ export interface CallContext {
   idempotencyKey?: string | undefined
   /** Receives the call's events as they happen (a turn's own stream), text deltas included. */
   onEvent?: ((event: EventEnvelope) => void) | undefined
+  /** Told once if a turn request waits for the session (`on_busy: queue`): its place in line, or null behind another replica. */
+  onQueued?: ((position: number | null) => void) | undefined
 }
 
 /** A control frame a subscription may yield besides events. */
@@ -53,6 +55,8 @@ export type StreamControl =
    * the problem document the same request would have answered without a stream.
    */
   | { type: 'stream_closed'; session_id: string; data: { reason: 'error'; problem: Problem } }
+  /** The first frame of a turn's own stream when the turn waits for the session (`on_busy: queue`). */
+  | { type: 'turn_queued'; session_id: string; data: { position: number | null } }
 
 /**
  * A frame of a stream. A stored event's SSE id is its seq on a session's stream; on the tenant

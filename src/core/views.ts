@@ -15,6 +15,7 @@ export function toCreated(r: SessionRecord): SessionCreated {
     compaction: c.compaction ? { ...c.compaction } : null,
     tools: structuredClone(c.tools),
     max_total_tokens: c.max_total_tokens,
+    model_settings: structuredClone(c.model_settings ?? {}),
   }
 }
 
@@ -54,6 +55,7 @@ export function toView(r: SessionRecord, running: boolean, share = false): Sessi
     memory: c.memory,
     tools: copy(c.tools),
     max_total_tokens: c.max_total_tokens,
+    model_settings: copy(c.model_settings ?? {}),
     pending_tool_calls: copy(pending),
     running,
     notes: r.notes.map((n) => ({ ...n })),

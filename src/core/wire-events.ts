@@ -23,9 +23,12 @@ export const EventPageSchema = Type.Object({
   last_seq: Int({ description: "The session's last stored seq: read on from the last event's seq while it is below." }),
 })
 
-/** Stream-only frames (no `id:`): a replay that cannot start where asked, or the server ending the stream. */
+/**
+ * Stream-only frames (no `id:`): a replay that cannot start where asked, the server ending the
+ * stream, or (a turn's own stream) the turn waiting for the session.
+ */
 export const StreamControlSchema = Type.Object({
-  type: Type.Union([Type.Literal('stream_truncated'), Type.Literal('stream_closed')]),
+  type: Type.Union([Type.Literal('stream_truncated'), Type.Literal('stream_closed'), Type.Literal('turn_queued')]),
   session_id: Type.Union([Str({ format: 'uuid' }), Type.Null()]),
   data: Type.Record(Str(), Type.Unknown()),
 })

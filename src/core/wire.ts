@@ -12,9 +12,12 @@ import {
   ToolDefinitionSchema,
   ToolResultInputSchema,
 } from './messages.js'
+import { ModelSettingsPatchSchema, ModelSettingsSchema, OnBusySchema } from './wire-settings.js'
 
 export * from './wire-events.js'
 export * from './wire-tokens.js'
+export * from './wire-settings.js'
+export * from './wire-service.js'
 
 const Str = (o: Record<string, unknown> = {}) => Type.String(o)
 const Int = (o: Record<string, unknown> = {}) => Type.Integer(o)
@@ -79,6 +82,7 @@ export const CreateSessionSchema = Type.Object(
       }),
     ),
     max_total_tokens: Type.Optional(Int({ minimum: 1, description: 'Token budget of the whole session.' })),
+    model_settings: Type.Optional(Type.With(ModelSettingsSchema, { description: "Defaults of every turn's model settings." })),
   },
   Strict,
 )
@@ -101,6 +105,7 @@ export const UpdateSessionSchema = Type.Object(
     compaction: Type.Optional(
       Type.With(CompactionConfigSchema, { description: 'Compaction settings: the fields given replace the current ones.' }),
     ),
+    model_settings: Type.Optional(ModelSettingsPatchSchema),
   },
   { ...Strict, minProperties: 1 },
 )
@@ -130,7 +135,8 @@ export const StartTurnSchema = Type.Object(
         description: "Answers to a paused turn's tool_calls (every pending call), to continue that turn.",
       }),
     ),
-    max_tokens: Type.Optional(Int({ minimum: 1, maximum: 200_000, description: 'Output token limit per LLM call of this turn.' })),
+    ...ModelSettingsSchema.properties,
+    on_busy: Type.Optional(OnBusySchema),
   },
   Strict,
 )
@@ -202,6 +208,7 @@ export const SessionCreatedSchema = Type.Object({
   compaction: Type.Union([EffectiveCompactionSchema, Type.Null()]),
   tools: Type.Array(ToolDefinitionSchema),
   max_total_tokens: Type.Union([Int(), Type.Null()]),
+  model_settings: ModelSettingsSchema,
 })
 export type SessionCreated = Static<typeof SessionCreatedSchema>
 
@@ -216,6 +223,8 @@ export const TurnResultSchema = Type.Object({
   tool_calls: Type.Array(ToolCallSchema),
   usage: TurnUsageSchema,
   stop_reason: Str(),
+  /** The final answer parsed, when the turn asked for response_format json_schema and the answer matched it. */
+  output_json: Type.Optional(Type.Unknown({ description: 'The final answer parsed (response_format json_schema only).' })),
   first_seq: Int({ minimum: 1 }),
   last_seq: Int({ minimum: 1 }),
 })
@@ -263,6 +272,7 @@ export const SessionViewSchema = Type.Object({
   memory: Type.Boolean(),
   tools: Type.Array(ToolDefinitionSchema),
   max_total_tokens: Type.Union([Int(), Type.Null()]),
+  model_settings: ModelSettingsSchema,
   pending_tool_calls: Type.Array(ToolCallSchema),
   running: Type.Boolean(),
   notes: Type.Array(NoteSchema),
@@ -311,31 +321,6 @@ export const CompactionResultSchema = Type.Object({
   reason: Type.Optional(Str()),
 })
 export type CompactionOutcome = Static<typeof CompactionResultSchema>
-
-export const ProviderStatusSchema = Type.Object({ name: Str(), configured: Type.Boolean(), offline: Type.Boolean(), default_model: Str() })
-
-export const CapabilitiesSchema = Type.Object({
-  session_store: Type.Boolean(),
-  memory_store: Type.Boolean(),
-  session_compaction: Type.Boolean(),
-  version: Str(),
-  auth: Type.Boolean(),
-  default_model: Str(),
-  providers: Type.Array(ProviderStatusSchema),
-})
-export type Capabilities = Static<typeof CapabilitiesSchema>
-
-export const ProblemSchema = Type.Object({
-  type: Str(),
-  title: Str(),
-  status: Int(),
-  detail: Str(),
-  code: Str(),
-  request_id: Str(),
-  field: Type.Optional(Str()),
-  data: Type.Optional(Type.Record(Str(), Type.Unknown())),
-})
-export type Problem = Static<typeof ProblemSchema>
 
 export const MemoryHitSchema = Type.Object({
   id: Str({ description: 'The entry id (as `POST /v1/memory` returned it).' }),

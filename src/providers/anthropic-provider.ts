@@ -1,7 +1,9 @@
 import { BurrowError } from '../core/errors.js'
 import type { LlmClient, LlmDelta, LlmRequest, LlmResponse } from '../core/llm.js'
 import type { ContentBlock } from '../core/messages.js'
+import type { ModelSettings } from '../core/wire.js'
 import { mapStreamError, type ProviderHttp } from './provider-http.js'
+import { anthropicSettings, anthropicSettingsProblem } from './settings-wire.js'
 import { readSse } from './sse-reader.js'
 import { malformed, normaliseHistory, parseJson, parseToolInput } from './wire-helpers.js'
 
@@ -27,6 +29,10 @@ export class AnthropicProvider implements LlmClient {
     this.defaultModel = opts.defaultModel
   }
 
+  settingsProblem(s: ModelSettings): { field: string; message: string } | null {
+    return anthropicSettingsProblem(s)
+  }
+
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
     const headers = { 'x-api-key': this.opts.apiKey, 'anthropic-version': this.opts.version ?? '2023-06-01' }
     const res = await this.http.postJson(
@@ -50,6 +56,7 @@ export class AnthropicProvider implements LlmClient {
       max_tokens: req.maxTokens,
       stream: true,
       messages: normaliseHistory(req.messages).map((m) => ({ role: m.role, content: m.content })),
+      ...anthropicSettings(req),
     }
     if (req.system) body.system = req.system
     if (req.tools && req.tools.length > 0) {

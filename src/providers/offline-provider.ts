@@ -1,6 +1,7 @@
 import { COMPACTION_PROMPT } from '../core/compactor.js'
 import type { LlmClient, LlmDelta, LlmRequest, LlmResponse } from '../core/llm.js'
 import { textOf, type ContentBlock, type Message } from '../core/messages.js'
+import { schemaInstance } from './schema-instance.js'
 import { estimateTokens } from './wire-helpers.js'
 
 const TOOL_DIRECTIVE = /^\/tool\s+([a-zA-Z0-9_-]{1,64})(?:\s+([\s\S]*))?$/
@@ -9,6 +10,11 @@ const TOOL_DIRECTIVE = /^\/tool\s+([a-zA-Z0-9_-]{1,64})(?:\s+([\s\S]*))?$/
  * Deterministic, network-free provider for demos and tests. It echoes the last user
  * input (`echo: …`), calls a tool when asked with `/tool <name> <json>`, reports
  * estimated usage, and answers a compaction request with an extractive summary.
+ * Of the model settings it honours those with a deterministic meaning: `tool_choice` (none: no
+ * tool call; required or a named tool: that call, its input built from the tool's schema),
+ * `response_format` (a JSON answer built from the schema, see schema-instance.ts) and `stop`
+ * (the answer ends before the first stop sequence). Sampling settings and reasoning effort
+ * change nothing.
  */
 export class OfflineProvider implements LlmClient {
   readonly provider = 'offline'
@@ -16,7 +22,7 @@ export class OfflineProvider implements LlmClient {
   readonly defaultModel = 'offline:echo'
 
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
-    const content = this.answer(req)
+    const { content, stopped } = stopAt(this.shaped(req), req.settings?.stop)
     const text = textOf(content)
     // Stream word by word, yielding once per few words so the call is interruptible like a real one.
     const pieces = text.match(/\S+\s*|\s+/g) ?? []
@@ -33,8 +39,26 @@ export class OfflineProvider implements LlmClient {
     return {
       content,
       usage: { input_tokens: estimateRequestTokens(req), output_tokens: Math.max(1, estimateTokens(text)) },
-      stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+      stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : stopped ? 'stop_sequence' : 'end_turn',
     }
+  }
+
+  /** The answer, as the call's tool_choice and response_format shape it. */
+  private shaped(req: LlmRequest): ContentBlock[] {
+    const choice = req.settings?.tool_choice
+    const tools = choice === 'none' ? undefined : req.tools
+    const content = this.answer({ ...req, tools })
+    if (content.some((b) => b.type === 'tool_use') || !tools || tools.length === 0) return this.formatted(req, content)
+    const forced = typeof choice === 'object' ? tools.find((t) => t.name === choice.name) : choice === 'required' ? tools[0] : undefined
+    if (!forced) return this.formatted(req, content)
+    const input = schemaInstance(forced.input_schema, lastUserText(req))
+    return [{ type: 'tool_use', id: `offline_${req.messages.length}_${forced.name}`, name: forced.name, input }]
+  }
+
+  private formatted(req: LlmRequest, content: ContentBlock[]): ContentBlock[] {
+    const format = req.settings?.response_format
+    if (format?.type !== 'json_schema' || content.some((b) => b.type === 'tool_use')) return content
+    return [{ type: 'text', text: JSON.stringify(schemaInstance(format.json_schema.schema, textOf(content))) }]
   }
 
   private answer(req: LlmRequest): ContentBlock[] {
@@ -65,6 +89,20 @@ export class OfflineProvider implements LlmClient {
     }
     return [{ type: 'text', text: `echo: ${lastText}` }]
   }
+}
+
+function lastUserText(req: LlmRequest): string {
+  const last = req.messages[req.messages.length - 1]
+  return last ? textOf(last.content) : ''
+}
+
+/** The answer cut before the first stop sequence in its text (a tool call is never cut). */
+function stopAt(content: ContentBlock[], stop: readonly string[] | undefined): { content: ContentBlock[]; stopped: boolean } {
+  if (!stop || content.length !== 1 || content[0]!.type !== 'text') return { content, stopped: false }
+  const text = content[0]!.text
+  const at = Math.min(...stop.map((s) => text.indexOf(s)).filter((i) => i >= 0))
+  if (!Number.isFinite(at)) return { content, stopped: false }
+  return { content: [{ type: 'text', text: text.slice(0, at) }], stopped: true }
 }
 
 const yieldToLoop = () => new Promise<void>((r) => setImmediate(r))

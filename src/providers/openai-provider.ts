@@ -2,6 +2,7 @@ import { BurrowError } from '../core/errors.js'
 import type { LlmClient, LlmDelta, LlmRequest, LlmResponse } from '../core/llm.js'
 import type { ContentBlock, Message } from '../core/messages.js'
 import { mapStreamError, type ProviderHttp } from './provider-http.js'
+import { openAiSettings } from './settings-wire.js'
 import { readSse } from './sse-reader.js'
 import { estimateTokens, imageUrl, malformed, normaliseHistory, parseJson, parseToolInput, textOrPlaceholders } from './wire-helpers.js'
 
@@ -51,6 +52,7 @@ export class OpenAiProvider implements LlmClient {
       [limitKey]: req.maxTokens,
       stream: true,
       stream_options: { include_usage: true },
+      ...openAiSettings(req),
     }
     if (req.tools && req.tools.length > 0) {
       body.tools = req.tools.map((t) => ({
@@ -81,6 +83,7 @@ export class OpenAiProvider implements LlmClient {
         choices?: Array<{
           delta?: {
             content?: string | null
+            refusal?: string | null
             tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>
           }
           finish_reason?: string | null
@@ -93,9 +96,11 @@ export class OpenAiProvider implements LlmClient {
       const choice = chunk.choices?.[0]
       if (!choice) continue
       const d = choice.delta
-      if (d?.content) {
-        text += d.content
-        onDelta?.({ type: 'text', text: d.content })
+      // A refusal (structured output) is the answer's text: it then fails the response_format check, saying so.
+      for (const piece of [d?.content, d?.refusal]) {
+        if (!piece) continue
+        text += piece
+        onDelta?.({ type: 'text', text: piece })
       }
       for (const tc of d?.tool_calls ?? []) {
         if (typeof tc.index !== 'number') throw malformed('openai', 'tool call delta without index')

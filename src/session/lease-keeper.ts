@@ -64,7 +64,8 @@ export class LeaseKeeper {
   private async take(h: Held, taken: Taken): Promise<SessionLease> {
     const id = h.session.id
     const lease = await this.leases.acquire(id, h.session.tenant)
-    if (!lease) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id} on another replica.`)
+    if (!lease)
+      throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id} on another replica.`, { reason: 'leased_elsewhere' })
     // Held before by this process, and no other replica held it since: a turn the log says is running
     // is then this process's own, abandoned by a failed write. A lease of this process's that another
     // replica's came after says nothing about that turn: the other replica ran it, and died.

@@ -3,6 +3,7 @@ import type { EventData, EventEnvelope, EventType } from '../core/events.js'
 import { isStoredEventType } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { Cancellation } from './cancellation.js'
+import { TurnSlot } from './turn-slot.js'
 import { applyEvent, discardedBy, type Discarded } from './session-reducer.js'
 
 export interface PendingEvent<T extends EventType = EventType> {
@@ -37,6 +38,8 @@ export interface RunningWork {
  */
 export class LiveSession {
   running: RunningWork | null = null
+  /** Held by whatever runs on the session here, and the line of turns waiting for it (turn-slot.ts). */
+  readonly slot = new TurnSlot()
   lastActive = Date.now()
   /**
    * Set when a commit failed: the in-memory record may be ahead of the log. The live-session table

@@ -78,6 +78,7 @@ export class LocalSessionService implements SessionService {
       providers: parts.providers,
       builtinTools: parts.runner.builtinTools,
       compactionDefaults: parts.compactionDefaults,
+      schemas: parts.runner.schemas,
     }
     const leases = parts.repository.leases
     this.idem = new Idempotency(
@@ -87,7 +88,7 @@ export class LocalSessionService implements SessionService {
       // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
       leases ? 3 * leases.durationMs : undefined,
     )
-    this.turns = new SessionTurns(parts, this.replay, this.idempotent, () => this.refuseWhenShuttingDown())
+    this.turns = new SessionTurns(parts, this.replay, this.idempotent, () => this.refuseWhenShuttingDown(), this.configRules)
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
   }
 

@@ -120,6 +120,7 @@ function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
     pending_tool_calls: [],
     client_tool_call_ids: [],
     results: [],
+    ...(d.settings ? { settings: d.settings } : {}),
   }
   // Events are immutable once emitted, so the record shares their data instead of copying it.
   if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq, e.turn)

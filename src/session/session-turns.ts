@@ -1,13 +1,14 @@
 import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { CallContext } from '../core/session-service.js'
 import type { IdempotencyRecord } from '../core/stores.js'
-import type { CompactionOutcome, InterruptResult, StartTurn, TurnResult } from '../core/wire.js'
+import type { CompactionOutcome, InterruptResult, OnBusy, StartTurn, TurnResult } from '../core/wire.js'
 import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
 import type { EventReplay } from './event-replay.js'
 import type { LiveSession } from './live-session.js'
 import type { LocalSessionServiceParts } from './service-parts.js'
 import { Turn, type TurnStart } from './turn.js'
-import { turnStart } from './turn-requests.js'
+import { turnStart, type TurnRules } from './turn-requests.js'
+import { admitted, SUPERSEDED, type Admitted, type AdmissionDeps } from './turn-admission.js'
 
 /** Runs `run` at most once per the caller's Idempotency-Key (the service's idempotency scope). */
 export type IdempotentRunner = <T>(
@@ -31,7 +32,17 @@ export class SessionTurns {
     private readonly replay: EventReplay,
     private readonly idempotent: IdempotentRunner,
     private readonly refuseWhenShuttingDown: () => void,
-  ) {}
+    private readonly rules: TurnRules,
+  ) {
+    this.admission = {
+      sessions: parts.sessions,
+      replicas: parts.replicas,
+      interruptHere: (tenant, id) => this.interrupt(tenant, id),
+      refuseWhenShuttingDown,
+    }
+  }
+
+  private readonly admission: AdmissionDeps
 
   /**
    * Continues a persisted session (loading it if this process has not), also one
@@ -71,25 +82,28 @@ export class SessionTurns {
     if (!controller || !this.parts.capabilities.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
     this.refuseWhenShuttingDown()
     const sessions = this.parts.sessions
-    const session = await sessions.get(tenant, id)
+    await sessions.get(tenant, id) // an unknown session is SESSION_NOT_FOUND before anything else
     return this.idempotent(ctx, tenant, 'session/compact', id, {}, () =>
-      sessions.exclusive(session, async () => {
-        if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
-        if (session.running || session.record.open_turn)
-          throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
-        // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
-        const work = new Turn(session, session.record.turn_count)
-        const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
-        work.done = controller.run(work, cfg, true)
-        session.running = work
-        try {
-          const outcome = (await work.done) as CompactionOutcome
-          await sessions.settle(session)
-          return outcome
-        } finally {
-          session.running = null
-        }
-      }),
+      this.admit(tenant, id, 'reject', ctx, (session, release) =>
+        sessions.exclusive(session, async () => {
+          if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
+          if (session.running || session.record.open_turn)
+            throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
+          // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
+          const work = new Turn(session, session.record.turn_count)
+          const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
+          work.done = controller.run(work, cfg, true)
+          session.running = work
+          try {
+            const outcome = (await work.done) as CompactionOutcome
+            await sessions.settle(session)
+            return outcome
+          } finally {
+            session.running = null
+            release()
+          }
+        }),
+      ),
     )
   }
 
@@ -106,12 +120,30 @@ export class SessionTurns {
       id,
       req,
       () =>
-        sessions.exclusive(session, async () => {
-          const start = turnStart(session, req, this.parts.providers, op === 'session/resume')
-          return this.runTurn(session, start, ctx)
-        }),
+        this.admit(tenant, id, req.on_busy ?? 'reject', ctx, (s, release) =>
+          sessions.exclusive(s, async () => {
+            try {
+              if (req.on_busy === 'interrupt' && req.tool_results === undefined) await this.closePaused(s)
+              return await this.runTurn(s, turnStart(s, req, this.rules, op === 'session/resume'), ctx)
+            } finally {
+              release() // the next turn in line starts at once, under this lease if it is still held
+            }
+          }),
+        ),
       (outcome) => this.replayOutcome(session.id, outcome, ctx),
     )
+  }
+
+  /** Runs `run` holding the session's slot, as the busy policy says (turn-admission.ts). */
+  private admit<T>(tenant: string, id: string, policy: OnBusy, ctx: CallContext, run: Admitted<T>): Promise<T> {
+    return admitted(this.admission, tenant, id, policy, ctx.onQueued, run)
+  }
+
+  /** `on_busy: interrupt` ends a turn paused for tool results as an interrupt would, before the new turn starts. */
+  private async closePaused(session: LiveSession): Promise<void> {
+    if (session.record.open_turn?.state !== 'requires_action') return
+    await closeOpenTurn(session, 'INTERRUPTED', SUPERSEDED)
+    await this.parts.sessions.settle(session)
   }
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {

@@ -1,3 +1,4 @@
+import type { SchemaCompiler } from '../core/answer-schema.js'
 import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { ProviderRegistry } from '../core/llm.js'
 import type { ContentBlock } from '../core/messages.js'
@@ -5,8 +6,9 @@ import { isDeepStrictEqual } from 'node:util'
 import type { ToolDefinition } from '../core/messages.js'
 import type { EffectiveCompaction, SessionChanges, SessionConfig } from '../core/session-record.js'
 import type { BuiltinTool } from '../core/tools.js'
-import type { CreateSession, StartTurn, UpdateSession } from '../core/wire.js'
+import type { CreateSession, ModelSettings, StartTurn, UpdateSession } from '../core/wire.js'
 import { checkBudget } from './budget.js'
+import { checkSettings, effectiveSettings, patchedSettings, settingsOf } from './model-settings.js'
 import type { LiveSession } from './live-session.js'
 import type { TurnStart } from './turn.js'
 
@@ -24,7 +26,12 @@ export interface SessionConfigRules {
   /** Their names are reserved. */
   builtinTools?: readonly BuiltinTool[] | undefined
   compactionDefaults: EffectiveCompaction
+  /** Compiles response_format schemas (checked when settings are given). */
+  schemas: SchemaCompiler
 }
+
+/** What a turn request is checked with. */
+export type TurnRules = Pick<SessionConfigRules, 'providers' | 'builtinTools' | 'schemas'>
 
 /** The configuration a session is created with: capability checks, defaults, tool names. */
 export function sessionConfig(tenant: string, req: CreateSession, deps: SessionConfigRules): SessionConfig {
@@ -32,8 +39,16 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: SessionC
   if (req.compaction !== undefined && !caps.session_compaction) throw new BurrowError('SESSION_COMPACTION_DISABLED')
   if (req.memory === true && !caps.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
   const model = req.model ?? deps.providers.defaultModel()
-  deps.providers.resolve(model)
+  const { client } = deps.providers.resolve(model)
   checkTools(req.tools ?? [], deps)
+  const modelSettings = settingsOf(req.model_settings ?? {})
+  checkSettings(
+    modelSettings,
+    toolsOf(req.tools ?? [], req.memory ?? false, deps.builtinTools),
+    client,
+    deps.schemas,
+    'body/model_settings',
+  )
   return {
     tenant,
     model,
@@ -43,7 +58,13 @@ export function sessionConfig(tenant: string, req: CreateSession, deps: SessionC
     compaction: caps.session_compaction ? { ...deps.compactionDefaults, ...(req.compaction ?? {}) } : null,
     tools: structuredClone(req.tools ?? []),
     max_total_tokens: req.max_total_tokens ?? null,
+    model_settings: modelSettings,
   }
+}
+
+/** Every tool a session's model may call: its client tools and the built-in ones it has on. */
+function toolsOf(client: readonly ToolDefinition[], memory: boolean, builtins: readonly BuiltinTool[] = []): ToolDefinition[] {
+  return [...client, ...builtins.filter((t) => t.enabledFor({ memory })).map((t) => t.definition)]
 }
 
 /** Client tools: unique names, none a built-in tool's, schemas of bounded depth. */
@@ -87,11 +108,21 @@ export function sessionChanges(current: SessionConfig, req: UpdateSession, deps:
     const compaction = { ...current.compaction, ...req.compaction }
     if (!isDeepStrictEqual(compaction, current.compaction)) out.compaction = compaction
   }
+  if (req.model_settings !== undefined) {
+    const settings = patchedSettings(current.model_settings ?? {}, req.model_settings)
+    if (!isDeepStrictEqual(settings, current.model_settings ?? {})) out.model_settings = settings
+  }
+  // New defaults, or new tools the defaults name: checked together, as they will run.
+  if (out.model_settings || out.tools) {
+    const tools = toolsOf(out.tools ?? current.tools, current.memory, deps.builtinTools)
+    const { client } = deps.providers.resolve(current.model)
+    checkSettings(out.model_settings ?? current.model_settings ?? {}, tools, client, deps.schemas, 'body/model_settings')
+  }
   return out
 }
 
 /** Checks a turn request against the session's state; throws before anything is recorded. */
-export function turnStart(session: LiveSession, req: StartTurn, providers: ProviderRegistry, allowContinue = false): TurnStart {
+export function turnStart(session: LiveSession, req: StartTurn, rules: TurnRules, allowContinue = false): TurnStart {
   if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
   if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
   const hasInput = req.input !== undefined
@@ -109,10 +140,10 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
       )
     }
     checkBudget(session.record)
-    providers.resolve(session.record.config.model)
-    if (!hasInput) return { kind: 'continue', maxTokens: req.max_tokens }
+    const settings = turnSettings(session, req, rules)
+    if (!hasInput) return { kind: 'continue', ...settings }
     const input: ContentBlock[] = typeof req.input === 'string' ? [{ type: 'text', text: req.input }] : req.input!
-    return { kind: 'input', input, maxTokens: req.max_tokens }
+    return { kind: 'input', input, ...settings }
   }
   if (!open || open.state !== 'requires_action')
     throw invalidRequest('body/tool_results', 'were sent but no turn is waiting for tool results')
@@ -132,8 +163,22 @@ export function turnStart(session: LiveSession, req: StartTurn, providers: Provi
   }
   const missing = [...ids].filter((x) => !seen.has(x))
   if (missing.length > 0) throw invalidRequest('body/tool_results', `must answer every pending tool call; missing: ${missing.join(', ')}`)
-  providers.resolve(session.record.config.model)
-  return { kind: 'tool_results', results: req.tool_results!, maxTokens: req.max_tokens }
+  return { kind: 'tool_results', results: req.tool_results!, ...turnSettings(session, req, rules, open.settings) }
+}
+
+/** A turn request's own model settings, and what its calls run with, checked against the session and its provider. */
+function turnSettings(
+  session: LiveSession,
+  req: StartTurn,
+  rules: TurnRules,
+  paused?: ModelSettings,
+): { settings: ModelSettings; effective: ModelSettings } {
+  const config = session.record.config
+  const { client } = rules.providers.resolve(config.model)
+  const settings = settingsOf(req)
+  const effective = effectiveSettings(config.model_settings, paused, settings)
+  checkSettings(effective, toolsOf(config.tools, config.memory, rules.builtinTools), client, rules.schemas, 'body')
+  return { settings, effective }
 }
 
 /** Whether a JSON value nests more than `max` objects or arrays deep; iterative, so any depth is safe to measure. */

@@ -1,18 +1,43 @@
+import type { SchemaCompiler } from '../core/answer-schema.js'
 import { BurrowError, toBurrowError } from '../core/errors.js'
-import type { LlmRequest, LlmResponse, ProviderRegistry } from '../core/llm.js'
+import type { LlmRequest, LlmResponse, LlmSettings, ProviderRegistry } from '../core/llm.js'
 import type { Logger } from '../core/logger.js'
 import { textOf, type ToolCall, type ToolDefinition, type ToolUseBlock } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { BuiltinTool } from '../core/tools.js'
-import type { TurnResult } from '../core/wire.js'
+import type { ModelSettings, TurnResult } from '../core/wire.js'
 import { checkBudget } from './budget.js'
 import { closeOpenTurn } from './close-turn.js'
+import { parseAnswer } from './model-settings.js'
 import type { PendingEvent } from './live-session.js'
 import { INPUT_REJECTED } from './session-reducer.js'
 import { notesAccess } from './session-notes.js'
 import type { Turn, TurnStart } from './turn.js'
 import { outputTextSince, turnResult, turnUsage } from './turn-output.js'
+
+/** What one LLM call of a turn is sent with. */
+interface CallSettings {
+  maxTokens: number
+  settings: LlmSettings
+}
+
+/**
+ * The settings of one LLM call of a turn: a required or named tool_choice forces the turn's first
+ * call only — forced on every call, the loop could never answer — and the calls after it (`later`,
+ * a continuation's too) are auto.
+ */
+function callSettings(s: ModelSettings, later: boolean, defaultMaxTokens: number): CallSettings {
+  const { max_tokens, ...settings } = s
+  if (later && settings.tool_choice !== undefined && settings.tool_choice !== 'none') delete settings.tool_choice
+  return { maxTokens: max_tokens ?? defaultMaxTokens, settings }
+}
+
+/** What turn_started records of a request's own settings (max_tokens also on its own, as before settings existed). */
+function settingsData(s: ModelSettings): { max_tokens?: number; settings?: ModelSettings } {
+  if (Object.keys(s).length === 0) return {}
+  return { ...(s.max_tokens ? { max_tokens: s.max_tokens } : {}), settings: s }
+}
 
 /** Runs before every LLM call of the loop except a session's first (compaction plugs in here). */
 export type BeforeLlmCall = (turn: Turn) => Promise<void>
@@ -26,6 +51,8 @@ export interface TurnRunnerDeps {
   /** LLM calls one turn may make before it ends with stop_reason `max_steps`. */
   maxSteps: number
   defaultMaxTokens: number
+  /** Compiles a turn's response_format schema (the final answer is checked against it). */
+  schemas: SchemaCompiler
   telemetry: Telemetry
   logger: Logger
 }
@@ -43,15 +70,17 @@ export class TurnRunner {
     return this.deps.builtinTools
   }
 
+  get schemas(): SchemaCompiler {
+    return this.deps.schemas
+  }
+
   async run(turn: Turn, start: TurnStart): Promise<TurnResult> {
     if (start.kind === 'input' || start.kind === 'continue') {
       const input = start.kind === 'input' ? start.input : null
-      turn.emit([
-        { type: 'turn_started', data: { input, continuation: false, ...(start.maxTokens ? { max_tokens: start.maxTokens } : {}) } },
-      ])
+      turn.emit([{ type: 'turn_started', data: { input, continuation: false, ...settingsData(start.settings) } }])
     } else {
       const byId = new Map(start.results.map((r) => [r.tool_call_id, r]))
-      const events: PendingEvent[] = [{ type: 'turn_started', data: { input: null, continuation: true } }]
+      const events: PendingEvent[] = [{ type: 'turn_started', data: { input: null, continuation: true, ...settingsData(start.settings) } }]
       for (const call of turn.record.open_turn!.pending_tool_calls) {
         const r = byId.get(call.id)
         if (r)
@@ -66,13 +95,13 @@ export class TurnRunner {
       // Watched live, the model is called once the turn's start is published, so its text streams as it
       // comes; unwatched, the start is committed together with whatever follows it (group commit).
       if (turn.session.watched()) await turn.session.settled()
-      return await this.loop(turn, start.maxTokens ?? this.deps.defaultMaxTokens)
+      return await this.loop(turn, start.effective, start.kind === 'tool_results')
     } catch (err) {
       throw await this.fail(turn, err)
     }
   }
 
-  private async loop(turn: Turn, maxTokens: number): Promise<TurnResult> {
+  private async loop(turn: Turn, settings: ModelSettings, continuing: boolean): Promise<TurnResult> {
     const config = turn.record.config
     const builtins = this.deps.builtinTools.filter((t) => t.enabledFor({ memory: config.memory }))
     const builtinByName = new Map(builtins.map((t) => [t.definition.name, t]))
@@ -87,7 +116,7 @@ export class TurnRunner {
         checkBudget(turn.record)
       }
       if (signal.aborted) throw signal.reason
-      const resp = await this.callModel(turn, tools, maxTokens)
+      const resp = await this.callModel(turn, tools, callSettings(settings, continuing || step > 1, this.deps.defaultMaxTokens))
       const uses = resp.content.filter((b): b is ToolUseBlock => b.type === 'tool_use')
       const clientIds = uses.filter((u) => clientNames.has(u.name) && !builtinByName.has(u.name)).map((u) => u.id)
       const events: PendingEvent[] = [
@@ -109,7 +138,7 @@ export class TurnRunner {
           data: { id: u.id, name: u.name, input: u.input, executor: clientIds.includes(u.id) ? 'client' : 'server' },
         })
       // A final answer is committed together with the turn's end: one write instead of two.
-      if (uses.length === 0) return this.complete(turn, resp.stopReason, events, resp)
+      if (uses.length === 0) return this.complete(turn, resp.stopReason, events, resp, settings)
       if (clientIds.length === uses.length) return this.requireAction(turn, uses, resp.stopReason, events)
       turn.emit(events)
 
@@ -128,7 +157,7 @@ export class TurnRunner {
     }
   }
 
-  private async callModel(turn: Turn, tools: ToolDefinition[], maxTokens: number): Promise<LlmResponse> {
+  private async callModel(turn: Turn, tools: ToolDefinition[], { maxTokens, settings }: CallSettings): Promise<LlmResponse> {
     const { client, model } = this.deps.providers.resolve(turn.record.config.model)
     const signal = turn.signal
     const t0 = performance.now()
@@ -140,6 +169,7 @@ export class TurnRunner {
         messages: turn.record.messages,
         tools,
         maxTokens,
+        settings,
         get signal() {
           return signal.signal
         },
@@ -191,16 +221,31 @@ export class TurnRunner {
     }
   }
 
-  /** Ends the turn; `before` (the final assistant message) is committed in the same batch. */
-  private complete(turn: Turn, stopReason: string, before: PendingEvent[] = [], last?: LlmResponse): TurnResult {
+  /**
+   * Ends the turn; `before` (the final assistant message) is committed in the same batch. A final
+   * answer that response_format asks to be JSON is checked first: one that does not match is
+   * recorded, and the turn fails (PROVIDER_ERROR).
+   */
+  private complete(turn: Turn, stopReason: string, before: PendingEvent[] = [], last?: LlmResponse, settings?: ModelSettings): TurnResult {
+    let parsed: { value: unknown } | null = null
+    try {
+      parsed = last ? parseAnswer(settings?.response_format, textOf(last.content), this.deps.schemas) : null
+    } catch (err) {
+      turn.emit(before)
+      throw err
+    }
     const usage = turnUsage(turn.record, turn.number)
     const parts = [outputTextSince(turn.record, turn.startSeq), last ? textOf(last.content) : ''].filter(Boolean)
     const total = {
       input_tokens: usage.input_tokens + (last?.usage.input_tokens ?? 0),
       output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0),
     }
-    turn.emit([...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason } }])
-    return turnResult(turn, 'completed', stopReason, [])
+    const json = parsed ? { output_json: parsed.value } : {}
+    turn.emit([
+      ...before,
+      { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason, ...json } },
+    ])
+    return { ...turnResult(turn, 'completed', stopReason, []), ...json }
   }
 
   /** Pauses the turn for the client to run `uses`; `before` is committed in the same batch. */

@@ -1,15 +1,22 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { ContentBlock, ToolResultInput } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
+import type { ModelSettings } from '../core/wire.js'
 import { Cancellation } from './cancellation.js'
 import type { EventSink, LiveSession, PendingEvent, RunningWork } from './live-session.js'
 
 /** How a turn begins (checked against the session by turn-requests.ts before anything is recorded). */
-export type TurnStart =
-  | { kind: 'input'; input: ContentBlock[]; maxTokens?: number | undefined }
+export type TurnStart = (
+  | { kind: 'input'; input: ContentBlock[] }
   /** A new turn without new input: the model answers the history as it stands (resume after a crash). */
-  | { kind: 'continue'; maxTokens?: number | undefined }
-  | { kind: 'tool_results'; results: ToolResultInput[]; maxTokens?: number | undefined }
+  | { kind: 'continue' }
+  | { kind: 'tool_results'; results: ToolResultInput[] }
+) & {
+  /** The model settings the request gave (the session's defaults are not in it). */
+  settings: ModelSettings
+  /** What its LLM calls run with: the session's defaults, the paused turn's own when continuing, then the request's. */
+  effective: ModelSettings
+}
 
 const NOT_STARTED: Promise<unknown> = Promise.resolve()
 

@@ -9,6 +9,7 @@
 import { Ajv, type ErrorObject } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { TSchema } from 'typebox'
+import type { JsonCheck, SchemaCompiler } from '../core/answer-schema.js'
 import { BurrowError } from '../core/errors.js'
 import { assertJsonDepth } from './json-depth.js'
 
@@ -62,4 +63,33 @@ export function argumentsCheck(schema: TSchema, root: string): (value: unknown) 
     assertJsonDepth(value, schema as Record<string, unknown>, root)
     if (!validate(value)) throw invalidField(root, validate.errors![0]!)
   }
+}
+
+let answerAjv: Ajv | undefined
+const answerChecks = new Map<string, JsonCheck>()
+/** Compiled answer schemas kept (the oldest goes first): sessions reuse theirs turn after turn. */
+const ANSWER_CHECKS_KEPT = 256
+
+/**
+ * The service's SchemaCompiler (core/answer-schema.ts): a turn's `response_format` schema, compiled
+ * once per distinct schema. Its own Ajv instance, so a client's schemas never share a cache
+ * with the service's request schemas; defaults are not filled in (an answer is read, not completed).
+ */
+export const compileAnswerSchema: SchemaCompiler = (schema) => {
+  const key = JSON.stringify(schema)
+  const known = answerChecks.get(key)
+  if (known) return known
+  const ajv = (answerAjv ??= addFormats(new Ajv({ allErrors: false, strict: false, validateSchema: true })))
+  const validate = ajv.compile(schema)
+  ajv.removeSchema(schema) // the function is kept here; Ajv's own cache would grow with every distinct schema
+  // An async schema validates through a promise: checked as below, every answer would pass (and a failure reject unobserved).
+  if ((validate as { $async?: boolean }).$async) throw new Error('$async schemas are not supported')
+  const check: JsonCheck = (value) => {
+    if (validate(value)) return null
+    const e = validate.errors?.[0]
+    return e ? `${e.instancePath || '/'} ${e.message ?? 'is invalid'}` : 'is invalid'
+  }
+  if (answerChecks.size >= ANSWER_CHECKS_KEPT) answerChecks.delete(answerChecks.keys().next().value!)
+  answerChecks.set(key, check)
+  return check
 }

@@ -2,7 +2,8 @@
 // serves any session, SSE on one replica streams the turns of another (text deltas included) and
 // replays from the log with no gap and no duplicate, the tenant stream sees every replica's
 // sessions, an interrupt sent to one replica stops the turn running on another, and a killed
-// listener connection reconnects by itself with its subscribers caught up from the log.
+// listener connection reconnects by itself with its subscribers caught up from the log. The busy
+// policy holds across replicas: a queued turn waits for another replica's, an interrupting one replaces it.
 import t from 'tap'
 import { spawnServer, stopServer, type ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
@@ -178,6 +179,29 @@ t.test('an interrupt sent to A stops the turn running on B', async (t) => {
   t.equal(view.last_seq, Number(end.at(-1)!.id), 'the interrupted turn is in the log')
   fake.enqueue({ text: 'fine again' })
   t.match((await C.api.turn(id, { input: 'next' })).body, { status: 'completed', output_text: 'fine again' }, 'the session goes on')
+})
+
+t.test('the busy policy across replicas: queue on A waits for the turn on B; interrupt on C replaces it', async (t) => {
+  const id = await A.api.createSession({ model: 'openai:gpt-4o-mini' })
+  fake.enqueue({ text: 'slow on b', chunkSize: 3, delayMs: 100 }, { text: 'queued on a' })
+  const onB = await B.api.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'first' } })
+  await onB.until((f) => f.event === 'turn_started', 5_000)
+  const busy = await A.api.turn(id, { input: 'refused' })
+  t.match(busy.body, { code: 'SESSION_BUSY', data: { reason: 'leased_elsewhere' } }, 'reject: as on one node')
+  const onA = await A.api.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'second', on_busy: 'queue' } })
+  t.match(await onA.next(), { event: 'turn_queued', data: { data: { position: null } } }, 'queued behind another replica')
+  const firstEnd = await onB.until((f) => f.event === 'turn_completed', 10_000)
+  const secondEnd = await onA.until((f) => f.event === 'turn_completed', 10_000)
+  t.equal(firstEnd.at(-1)!.data.turn, 1)
+  t.match(secondEnd.at(-1)!.data, { turn: 2, data: { output_text: 'queued on a' } })
+
+  fake.enqueue({ text: 'never ends', hang: 'body' }, { text: 'replaced on c' })
+  const stalled = await B.api.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'stalls' } })
+  await stalled.until((f) => f.event === 'turn_started', 5_000)
+  const replaced = await C.api.turn(id, { input: 'instead', on_busy: 'interrupt' })
+  t.match(replaced.body, { status: 'completed', turn: 4, output_text: 'replaced on c' })
+  const cut = await stalled.until((f) => f.event === 'turn_failed', 5_000)
+  t.match(cut.at(-1)!.data, { turn: 3, data: { code: 'INTERRUPTED' } })
 })
 
 t.test('the listener connection killed: /readyz 503 while down, then it reconnects and subscribers catch up from the log', async (t) => {

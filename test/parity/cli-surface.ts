@@ -125,7 +125,14 @@ export function cliSurface(to: CliTarget, name = 'cli'): CliSurface {
       const outcome = jsonOutcome(await exec(['run', '--json', ...runOptions(req), input]))
       return { created: null, first: { outcome, streamed: null }, id: outcome.ok ? outcome.value.session_id : undefined }
     },
-    turn: async (id, input) => textTurn(await exec(['resume', id, input])),
+    turn: async (id, input, _how, extra = {}) => {
+      const { on_busy, ...settings } = extra
+      const options = [
+        ...(Object.keys(settings).length > 0 ? ['--settings', JSON.stringify(settings)] : []),
+        ...(on_busy !== undefined ? ['--on-busy', String(on_busy)] : []),
+      ]
+      return textTurn(await exec(['resume', id, ...options, input]))
+    },
     read: async (id) => jsonOutcome(await exec(['sessions', 'show', id, '--json'])),
     list: async (q) =>
       jsonOutcome(

@@ -371,6 +371,19 @@ for (const b of BUILDS) {
       })
     })
 
+    await t.test('model settings and the busy policy on every surface', async (t) => {
+      const live = continuing()
+      const opened = new Map((await each(live, (s) => s.open(BASE, INPUTS[0]!))).map(([n, o]) => [n, o.id!]))
+      const turn = (extra: Record<string, unknown>, input = 'alpha STOP beta') =>
+        each(live, async (s) => (await s.turn(opened.get(s.name)!, input, 'start', extra)).outcome)
+      const cut = agree(t, 'a turn with a stop sequence, queued on an idle session', await turn({ stop: ['STOP'], on_busy: 'queue' }), {
+        normalise: norm.turn(seqs),
+      })
+      t.match(cut, { turn: 2, output_text: 'echo: alpha ' })
+      agree(t, 'a temperature out of range', await turn({ temperature: 9 }), { code: 'INVALID_REQUEST' })
+      agree(t, 'an unknown busy policy', await turn({ on_busy: 'later' }), { code: 'INVALID_REQUEST' })
+    })
+
     await t.test('memory search', async (t) => {
       if (!b.memory) {
         agree(t, 'memory search', await each(surfaces, (s) => s.search({ q: 'lighthouse keeper' })), { code: 'MEMORY_STORE_DISABLED' })

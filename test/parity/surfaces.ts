@@ -32,7 +32,8 @@ export interface Surface {
   /** Creates a session with `req` and runs its first turn with `input`. */
   open(req: Params, input: string): Promise<Opened>
   /** A turn with `input`: started (`turn/start`) or, with `resume`, continuing a persisted session. */
-  turn(id: string, input: string, how?: 'start' | 'resume'): Promise<TurnOutcome>
+  /** `extra`: more fields of the turn request (model settings, on_busy). */
+  turn(id: string, input: string, how?: 'start' | 'resume', extra?: Record<string, unknown>): Promise<TurnOutcome>
   read(id: string): Promise<Outcome>
   list(q: { limit: number; metadata?: Record<string, string> }): Promise<Outcome>
   archive(id: string): Promise<Outcome>
@@ -95,10 +96,10 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
     streaming: mode === 'sse',
     capabilities: async () => rest(await api.get('/v1/capabilities')),
     open: (req, input) => createThenTurn(s, async () => rest(await api.post('/v1/sessions', req), 201), input),
-    async turn(id, input, how = 'start') {
+    async turn(id, input, how = 'start', extra = {}) {
       const path = `/v1/sessions/${id}/${how === 'start' ? 'turns' : 'resume'}`
-      if (mode === 'json') return { outcome: rest(await api.post(path, { input })), streamed: null }
-      const stream = await api.sse(path, { method: 'POST', body: { input } })
+      if (mode === 'json') return { outcome: rest(await api.post(path, { input, ...extra })), streamed: null }
+      const stream = await api.sse(path, { method: 'POST', body: { input, ...extra } })
       if (stream.status !== 200) return { outcome: problem(stream.status, stream.headers['content-type'], stream.problem), streamed: [] }
       try {
         const frames = await stream.until((f) => ['turn_completed', 'turn_failed', 'turn_requires_action'].includes(f.event), 10_000)
@@ -169,9 +170,9 @@ function rpcSurface(
     streaming: streamed !== null,
     capabilities: async () => rpcOutcome(await call('capabilities/get', {})),
     open: (req, input) => createThenTurn(s, async () => rpcOutcome(await call('session/create', req)), input),
-    async turn(id, input, how = 'start') {
+    async turn(id, input, how = 'start', extra = {}) {
       const before = streamed?.(id).length ?? 0
-      const outcome = rpcOutcome(await call(how === 'start' ? 'turn/start' : 'session/resume', { session_id: id, input }))
+      const outcome = rpcOutcome(await call(how === 'start' ? 'turn/start' : 'session/resume', { session_id: id, input, ...extra }))
       if (!streamed) return { outcome, streamed: null }
       const envelopes = streamed(id).slice(before)
       return { outcome, streamed: compactionOf(envelopes.map((e) => e.type)), envelopes }
@@ -284,9 +285,9 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
     streaming: true,
     capabilities: async () => mcpOutcome(await tool('capabilities_get', {})),
     open: (req, input) => createThenTurn(s, async () => mcpOutcome(await tool('session_create', req)), input),
-    async turn(id, input, how = 'start') {
+    async turn(id, input, how = 'start', extra = {}) {
       const progress: string[] = []
-      const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input }, (p) => {
+      const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input, ...extra }, (p) => {
         if (p.message) progress.push(p.message)
       })
       return { outcome: mcpOutcome(r), streamed: progress.flatMap((m) => (MCP_PROGRESS[m] ? [MCP_PROGRESS[m]!] : [])) }

@@ -1,4 +1,5 @@
 // The agent loop on its own: a live session, a scripted LLM client, no service, no store.
+import { compileAnswerSchema } from '../../src/surfaces/request-validation.js'
 import t from 'tap'
 import { createLogger } from '../../src/app/logger.js'
 import { BurrowError } from '../../src/core/errors.js'
@@ -22,13 +23,14 @@ function runner(client: ScriptedClient, extra: Partial<TurnRunnerDeps> = {}) {
     builtinTools: [echoTool],
     maxSteps: 8,
     defaultMaxTokens: 256,
+    schemas: compileAnswerSchema,
     telemetry: NO_TELEMETRY,
     logger: createLogger('silent'),
     ...extra,
   })
 }
 
-const input = (text: string): TurnStart => ({ kind: 'input', input: [{ type: 'text', text }] })
+const input = (text: string): TurnStart => ({ kind: 'input', input: [{ type: 'text', text }], settings: {}, effective: {} })
 const types = (events: EventEnvelope[]) => events.map((e) => e.type)
 
 t.test('a final answer ends the turn; its result is the turn seen from its caller', async (t) => {
@@ -117,7 +119,7 @@ t.test('client tools pause the turn; mixed with built-in ones, those run first; 
   t.equal(session.record.open_turn!.state, 'requires_action')
 
   client.push(say('found it'))
-  const results: TurnStart = { kind: 'tool_results', results: [{ tool_call_id: 'k1', content: 'the answer' }] }
+  const results: TurnStart = { kind: 'tool_results', results: [{ tool_call_id: 'k1', content: 'the answer' }], settings: {}, effective: {} }
   const resumed = await loop.run(Turn.starting(session, results, null), results)
   t.match(resumed, { turn: 1, status: 'completed', first_seq: paused.last_seq + 1, output_text: 'found it' })
   t.same(

@@ -29,6 +29,8 @@ const OPTIONS = {
   system: { type: 'string' },
   'session-config': { type: 'string' },
   'max-tokens': { type: 'string' },
+  settings: { type: 'string' },
+  'on-busy': { type: 'string' },
   memory: { type: 'boolean' },
   // sessions list, memory search
   status: { type: 'string' },
@@ -51,10 +53,15 @@ const COMMANDS: Record<string, { args: [min: number, max: number]; opts: string[
   serve: { args: [0, 0], opts: ['host', 'port'], usage: 'burrow serve [--host H] [--port P]' },
   run: {
     args: [1, 1],
-    opts: ['model', 'system', 'memory', 'session-config', 'max-tokens'],
-    usage: 'burrow run [--model M] [--system TEXT] [--memory] [--session-config JSON] [--max-tokens N] "prompt"',
+    opts: ['model', 'system', 'memory', 'session-config', 'max-tokens', 'settings'],
+    usage: 'burrow run [--model M] [--system TEXT] [--memory] [--session-config JSON] [--max-tokens N] [--settings JSON] "prompt"',
   },
-  resume: { args: [2, 2], opts: ['max-tokens'], usage: 'burrow resume <session-id> "prompt"' },
+  resume: {
+    args: [2, 2],
+    opts: ['max-tokens', 'settings', 'on-busy'],
+    usage:
+      'burrow resume <session-id> [--max-tokens N] [--settings JSON (temperature, stop, response_format…)] [--on-busy reject|queue|interrupt] "prompt"',
+  },
   'sessions list': {
     args: [0, 0],
     opts: ['status', 'limit', 'cursor', 'metadata', 'created-after', 'created-before', 'updated-after', 'updated-before'],

@@ -253,12 +253,21 @@ async function turn(
   })
   let result: TurnResult
   try {
-    const params = dropUndefined({ session_id: id, input, max_tokens: intOption(cli.opts, 'max-tokens'), idempotency_key: randomUUID() })
+    const params = dropUndefined({
+      ...jsonOption(cli.opts, 'settings'),
+      session_id: id,
+      input,
+      max_tokens: intOption(cli.opts, 'max-tokens'),
+      on_busy: cli.opts['on-busy'],
+      idempotency_key: randomUUID(),
+    })
     result = (await invoke(ops, method, params, {
       apiKey: cli.apiKey,
       requestId: `cli-${randomUUID()}`,
       idempotencyKey: params.idempotency_key as string,
       onEvent,
+      onQueued: (position) =>
+        stderr.write(`[queued${position === null ? ' behind a turn on another replica' : ` (position ${position})`}…]\n`),
     })) as TurnResult
   } finally {
     stop()

@@ -8,9 +8,12 @@ export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
 /**
  * MCP progress notifications for a turn, when the client sent a progressToken: one per
  * batch of text deltas (those arriving in one event-loop turn; the message is the text so
- * far, its last 1000 characters) and one per tool call, tool result or compaction.
+ * far, its last 1000 characters) and one per tool call, tool result or compaction; one when the
+ * turn waits in the session's line (`on_busy: queue`).
  */
-export function progressReporter(extra: Extra): { onEvent(e: EventEnvelope): void; done(): Promise<void> } | undefined {
+export function progressReporter(
+  extra: Extra,
+): { onEvent(e: EventEnvelope): void; onQueued(position: number | null): void; done(): Promise<void> } | undefined {
   const token = extra._meta?.progressToken
   if (token === undefined) return undefined
   let progress = 0
@@ -50,6 +53,9 @@ export function progressReporter(extra: Extra): { onEvent(e: EventEnvelope): voi
       if (message === undefined) return
       flush()
       send(message)
+    },
+    onQueued(position) {
+      send(position === null ? 'queued behind a turn on another replica' : `queued (position ${position})`)
     },
     async done() {
       flush()

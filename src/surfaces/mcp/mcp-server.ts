@@ -318,6 +318,7 @@ async function runTurn(
     started = true
     progress?.onEvent(e)
   }
+  if (progress) ctx.onQueued = (position) => progress.onQueued(position)
   const onAbort = () => {
     if (started) service.interrupt(id, { apiKey: ctx.apiKey, requestId: ctx.requestId }).catch(() => {})
   }

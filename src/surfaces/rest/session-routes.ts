@@ -102,6 +102,11 @@ export function sessionRoutes(app: FastifyInstance, service: SessionService, met
       reply.raw.write(eventText(e))
       if (TURN_ENDS.has(e.type)) ended = true
     }
+    ctx.onQueued = (position) => {
+      if (!reply.sse.isConnected) return
+      reply.sse.sendHeaders()
+      reply.raw.write(frameText({ kind: 'control', control: { type: 'turn_queued', session_id: req.params.id, data: { position } } }))
+    }
     try {
       await service[op](req.params.id, req.body, ctx)
     } catch (err) {

@@ -8,13 +8,19 @@ import { RPC_METHODS } from './rpc-methods.js'
 
 const checks = new Map(Object.entries(RPC_METHODS).map(([name, m]) => [name, argumentsCheck(m.params, 'params')]))
 
+/** Notifications a streaming transport (stdio) sends during a turn: its events, and `queued` when it waits for the session. */
+export type RpcNotify = {
+  (method: 'event', params: EventEnvelope): void
+  (method: 'queued', params: { session_id: string | undefined; position: number | null }): void
+}
+
 export type RpcResponse = { jsonrpc: '2.0'; id: string | number | null } & ({ result: unknown } | { error: RpcError })
 
 export interface RpcCall {
   /** The caller's credential and request id (the transport's). */
-  ctx: Omit<CallContext, 'idempotencyKey' | 'onEvent'>
+  ctx: Omit<CallContext, 'idempotencyKey' | 'onEvent' | 'onQueued'>
   /** Where `event` notifications go while a turn runs (stdio); absent = no streaming. */
-  notify?: ((method: 'event', params: EventEnvelope) => void) | undefined
+  notify?: RpcNotify | undefined
 }
 
 /**
@@ -58,11 +64,13 @@ async function one(ops: SessionOperations, req: unknown, call: RpcCall): Promise
   const respond = (body: { result: unknown } | { error: RpcError }): RpcResponse | undefined =>
     isNotification ? undefined : { jsonrpc: '2.0', id, ...body }
   const params = r.params === undefined ? {} : r.params
-  const p = params as { idempotency_key?: string }
+  const p = params as { idempotency_key?: string; session_id?: string }
+  const turnMethod = r.method === 'turn/start' || r.method === 'session/resume'
   const ctx: CallContext = {
     ...call.ctx,
     idempotencyKey: typeof p?.idempotency_key === 'string' ? p.idempotency_key : undefined,
-    onEvent: call.notify && (r.method === 'turn/start' || r.method === 'session/resume') ? (e) => call.notify!('event', e) : undefined,
+    onEvent: call.notify && turnMethod ? (e) => call.notify!('event', e) : undefined,
+    onQueued: call.notify && turnMethod ? (position) => call.notify!('queued', { session_id: p.session_id, position }) : undefined,
   }
   try {
     return respond({ result: await invoke(ops, r.method, params, ctx) })

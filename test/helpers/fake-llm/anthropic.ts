@@ -56,10 +56,40 @@ export function validateAnthropic(body: unknown): asserts body is Record<string,
     })
   }
   validateTools(body.tools)
+  validateSampling(body)
   if (body.messages === undefined) fail('messages: Field required')
   if (!Array.isArray(body.messages)) fail('messages: Input should be a valid list')
   if (body.messages.length === 0) fail('messages: at least one message is required')
   validateMessages(body.messages)
+}
+
+/** The sampling and shaping fields, as the API checks them. */
+function validateSampling(body: Record<string, any>): void {
+  for (const [k, max] of [
+    ['temperature', 1],
+    ['top_p', 1],
+  ] as const) {
+    const v = body[k]
+    if (v !== undefined && (typeof v !== 'number' || v < 0 || v > max)) fail(`${k}: Input should be less than or equal to ${max}`)
+  }
+  const stop = body.stop_sequences
+  if (stop !== undefined && !(Array.isArray(stop) && stop.every((x) => typeof x === 'string')))
+    fail('stop_sequences: Input should be a valid list')
+  const c = body.tool_choice
+  if (c !== undefined) {
+    if (!isObject(c) || !['auto', 'any', 'tool', 'none'].includes(c.type))
+      fail('tool_choice: Input tag does not match any of the expected tags')
+    if (c.type === 'tool' && typeof c.name !== 'string') fail('tool_choice.tool.name: Field required')
+    if (!Array.isArray(body.tools) || body.tools.length === 0) fail('tool_choice may only be specified while providing tools.')
+  }
+  const o = body.output_config
+  if (o !== undefined) {
+    if (!isObject(o)) fail('output_config: Input should be a valid dictionary')
+    if (o.effort !== undefined && !['low', 'medium', 'high', 'max'].includes(o.effort))
+      fail("output_config.effort: Input should be 'low', 'medium', 'high' or 'max'")
+    if (o.format !== undefined && (!isObject(o.format) || o.format.type !== 'json_schema' || !isObject(o.format.schema)))
+      fail('output_config.format: Input should be a valid json_schema format')
+  }
 }
 
 function validateTools(tools: unknown): void {

@@ -59,7 +59,44 @@ export function validateOpenAi(body: unknown): asserts body is Record<string, an
     throw new FakeRequestError("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options')
   }
   validateTools(body.tools)
+  validateSampling(body)
   validateMessages(messages)
+}
+
+/** The sampling and shaping fields, as the API checks them. */
+function validateSampling(body: Record<string, any>): void {
+  const range = (k: string, max: number) => {
+    const v = body[k]
+    if (v !== undefined && (typeof v !== 'number' || v < 0 || v > max))
+      throw new FakeRequestError(`Invalid '${k}': number must be between 0 and ${max}.`, k)
+  }
+  range('temperature', 2)
+  range('top_p', 1)
+  const stop = body.stop
+  if (
+    stop !== undefined &&
+    typeof stop !== 'string' &&
+    !(Array.isArray(stop) && stop.length <= 4 && stop.every((x) => typeof x === 'string'))
+  )
+    badType('stop', 'a string or an array of at most 4 strings', stop)
+  if (body.tool_choice !== undefined) {
+    if (!Array.isArray(body.tools) || body.tools.length === 0)
+      throw new FakeRequestError(
+        "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+        'tool_choice',
+      )
+    const c = body.tool_choice
+    const named = isObject(c) && c.type === 'function' && isObject(c.function) && typeof c.function.name === 'string'
+    if (!['auto', 'none', 'required'].includes(c) && !named) badType('tool_choice', "'auto', 'none', 'required' or a named function", c)
+  }
+  const f = body.response_format
+  if (f !== undefined) {
+    if (!isObject(f) || !['text', 'json_object', 'json_schema'].includes(f.type)) badType('response_format', 'a response format', f)
+    if (f.type === 'json_schema' && (!isObject(f.json_schema) || typeof f.json_schema.name !== 'string' || !isObject(f.json_schema.schema)))
+      required('response_format.json_schema.name')
+  }
+  if (body.reasoning_effort !== undefined && !['minimal', 'low', 'medium', 'high'].includes(body.reasoning_effort))
+    throw new FakeRequestError(`Invalid value: '${String(body.reasoning_effort)}'.`, 'reasoning_effort')
 }
 
 function validateTools(tools: unknown): void {

@@ -214,6 +214,28 @@ t.test('--url: the same commands through the typed client against a server', asy
   t.equal(down.code, exit('INTERNAL'))
   t.match(down.err, /^error\[INTERNAL\]: /)
   t.equal((await cli(['--url', 'ftp://x', 'sessions', 'list'], {})).code, 78)
+
+  // Model settings and the busy policy of a turn, over the typed client.
+  const stopped = await cli(['resume', id, '--settings', '{"stop":["STOP"]}', '--on-busy', 'queue', 'one two STOP three'], env)
+  t.equal(stopped.code, 0, stopped.err)
+  t.equal(stopped.out, 'echo: one two \n')
+  const shaped = json(
+    await cli(
+      [
+        '--json',
+        'resume',
+        id,
+        '--settings',
+        '{"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"n":{"type":"integer","minimum":3}}}}}}',
+        'x',
+      ],
+      env,
+    ),
+  )
+  t.same(shaped.output_json, { n: 3 })
+  const badPolicy = await cli(['resume', id, '--on-busy', 'later', 'x'], env)
+  t.equal(badPolicy.code, exit('INVALID_REQUEST'))
+  t.match(badPolicy.err, /on_busy/)
 })
 
 t.test('Ctrl-C interrupts the running turn', async (t) => {

@@ -118,7 +118,19 @@ for (const mode of MODES) {
       t.equal(create.additionalProperties, false)
       const turn = byName.turn_run!.inputSchema as any
       t.same(turn.required, ['session_id'])
-      t.same(Object.keys(turn.properties).sort(), ['input', 'max_tokens', 'session_id', 'tool_results'])
+      t.same(Object.keys(turn.properties).sort(), [
+        'input',
+        'max_tokens',
+        'on_busy',
+        'reasoning_effort',
+        'response_format',
+        'session_id',
+        'stop',
+        'temperature',
+        'tool_choice',
+        'tool_results',
+        'top_p',
+      ])
       t.same((byName.memory_search!.inputSchema as any).required, ['q'])
     })
 

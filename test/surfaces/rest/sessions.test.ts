@@ -36,6 +36,7 @@ for (const mode of MODES)
           { name: 'get_weather', description: 'Weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
         ],
         max_total_tokens: 5000,
+        model_settings: {},
       })
       const a = await api.createSession()
       const b = await api.createSession()
