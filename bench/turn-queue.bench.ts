@@ -17,7 +17,7 @@
  *   to the callers, without HTTP.
  *
  *   npx tsx bench/turn-queue.bench.ts      (or: npx tsx bench/run.ts turn-queue)
- *   BENCH_ROUNDS=5 BENCH_QUEUED=16 to change the load.
+ *   BENCH_ROUNDS=12 BENCH_QUEUED=17 to change the load.
  */
 import { createParser } from 'eventsource-parser'
 import { rmSync } from 'node:fs'
@@ -27,7 +27,7 @@ import { startServer } from './lib/child.js'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { isMain, metric, percentile, target, type BenchResult } from './lib/types.js'
 
-const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 5))
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 12))
 /** Requests per round, all sent at once: at most the line's bound (16) wait behind the first. */
 const QUEUED = Math.min(17, Math.max(2, Number(process.env.BENCH_QUEUED ?? 17)))
 const TARGET_P99_MS = 5

@@ -2,7 +2,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
-import { matchesSession } from '../core/session-filter.js'
+import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { MemoryIdempotencyStore } from './memory-idempotency-store.js'
 import { toSummary } from '../core/views.js'
@@ -43,13 +43,19 @@ export class MemorySessionRepository implements SessionRepository {
     list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
       const after = decodeCursor(q.cursor)
       const limit = q.limit ?? 20
-      const rows = [...this.snapshots.values()]
+      const candidates = [...this.snapshots.values()]
         .filter((r) => r.config.tenant === tenant && (!q.status || r.status === q.status) && (after === undefined || r.session_id < after))
         .map(toSummary)
-        .filter((s) => matchesSession(s, q))
         .sort((a, b) => (a.session_id < b.session_id ? 1 : -1))
-      const items = rows.slice(0, limit)
-      return { items, next_cursor: rows.length > limit ? encodeCursor(items.at(-1)!.session_id) : null }
+      // As the durable stores: a filtered page looks at FILTER_SCAN_BUDGET sessions at most, then hands on a cursor.
+      const filtered = hasSessionFilter(q)
+      const items: SessionSummary[] = []
+      for (const [scanned, s] of candidates.entries()) {
+        if (items.length === limit) return { items, next_cursor: encodeCursor(items.at(-1)!.session_id) }
+        if (filtered && scanned === FILTER_SCAN_BUDGET) return { items, next_cursor: encodeCursor(candidates[scanned - 1]!.session_id) }
+        if (matchesSession(s, q)) items.push(s)
+      }
+      return { items, next_cursor: null }
     },
     runningTurns: async (): Promise<string[]> =>
       [...this.snapshots.values()].filter((r) => r.open_turn?.state === 'running').map((r) => r.session_id),

@@ -2,6 +2,7 @@
 import type { Test } from 'tap'
 import type { SessionRepository } from '../../src/core/stores.js'
 import { BurrowError } from '../../src/core/errors.js'
+import { FILTER_SCAN_BUDGET } from '../../src/core/session-filter.js'
 import { rebuild } from '../../src/session/session-reducer.js'
 import { SessionLog, config, sessionId } from './fixtures.js'
 
@@ -198,6 +199,30 @@ export function sessionStoreContract(t: Test, factory: RepositoryFactory): void 
     const fork = new SessionLog(sessionId(299), config('tenant-f', { forked_from: { session_id: a.id, seq: 2 } }))
     await commitAll(repo, fork, fork.create())
     t.same((await repo.sessions.list('tenant-f', { limit: 1 })).items[0]?.forked_from, { session_id: a.id, seq: 2 }, 'a fork says so')
+  })
+
+  withRepo('a filtered list scans at most FILTER_SCAN_BUDGET sessions per page, then hands on a cursor', async (t, repo) => {
+    // The one match is the oldest: the first page ends after the budget with nothing in it.
+    const match = new SessionLog(sessionId(10_000), config('tenant-s', { metadata: { find: 'me' } }))
+    await commitAll(repo, match, match.create())
+    for (let i = 1; i <= FILTER_SCAN_BUDGET; i += 100)
+      await Promise.all(
+        Array.from({ length: Math.min(100, FILTER_SCAN_BUDGET + 1 - i) }, async (_, j) => {
+          const log = new SessionLog(sessionId(10_000 + i + j), config('tenant-s', { metadata: { find: 'not me' } }))
+          await commitAll(repo, log, log.create())
+        }),
+      )
+    const first = await repo.sessions.list('tenant-s', { metadata: { find: 'me' } })
+    t.same(first.items, [], 'the budget ran out before the match')
+    t.ok(first.next_cursor, 'with a cursor to go on from')
+    const second = await repo.sessions.list('tenant-s', { metadata: { find: 'me' }, cursor: first.next_cursor! })
+    t.same(
+      second.items.map((i) => i.session_id),
+      [match.id],
+      'the next page finds it',
+    )
+    t.equal(second.next_cursor, null)
+    t.equal((await repo.sessions.list('tenant-s', { limit: 100 })).items.length, 100, 'an unfiltered list is not budgeted')
   })
 
   withRepo('running turns are tracked; paused and finished ones are not', async (t, repo) => {
