@@ -1,6 +1,7 @@
 import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
+import type { TraceContext } from './tracing.js'
 import type {
   AccessToken,
   Capabilities,
@@ -41,6 +42,8 @@ export interface CallContext {
   idempotencyKey?: string | undefined
   /** Receives the call's events as they happen (a turn's own stream), text deltas included. */
   onEvent?: ((event: EventEnvelope) => void) | undefined
+  /** The caller's span (the HTTP request's, with tracing on): the parent of the spans the call opens. */
+  trace?: TraceContext | undefined
 }
 
 /** A control frame a subscription may yield besides events. */
