@@ -76,6 +76,9 @@ export async function buildHttpServer(
         'x-request-id',
         'mcp-protocol-version',
         'mcp-session-id',
+        // W3C trace context, sent by browsers whose pages are traced (observability.md).
+        'traceparent',
+        'tracestate',
       ],
       exposedHeaders: ['x-request-id', 'location', 'retry-after', 'mcp-session-id'],
       maxAge: 600,
