@@ -187,3 +187,17 @@ t.test('a collector that is down never blocks requests or shutdown', async (t) =
     'the failed export is logged',
   )
 })
+
+t.test('tracing off loads nothing of the SDK: only app/otel-tracing.ts imports it, and only dynamically', async (t) => {
+  const { readdirSync, readFileSync } = await import('node:fs')
+  const { join, relative } = await import('node:path')
+  const src = new URL('../../src/', import.meta.url).pathname
+  const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts')).map((f) => join(src, f))
+  const importsSdk = files.filter((f) => /from '@opentelemetry\//.test(readFileSync(f, 'utf8'))).map((f) => relative(src, f))
+  t.same(importsSdk, ['app/otel-tracing.ts'])
+  const importers = files.filter((f) => readFileSync(f, 'utf8').includes('otel-tracing.js')).map((f) => relative(src, f))
+  t.same(importers, ['app/burrow.ts'])
+  const burrow = readFileSync(join(src, 'app/burrow.ts'), 'utf8')
+  t.notMatch(burrow, /^import .*otel-tracing\.js/m, 'no static import')
+  t.match(burrow, /await import\('\.\/otel-tracing\.js'\)/, 'imported when tracing is on')
+})
