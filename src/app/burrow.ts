@@ -9,6 +9,7 @@ import { describeDatabase } from './pg-store.js'
 import { buildService } from './service.js'
 import { listenStartupError } from './startup-error.js'
 import { VERSION } from './version.js'
+import { NO_TRACING } from '../core/tracing.js'
 import type { Logger as PinoLogger } from 'pino'
 import type { Projector } from '../session/projector.js'
 import type { MemoryIndexer } from '../session/memory-indexer.js'
@@ -38,6 +39,9 @@ export interface Burrow {
  */
 const FLUSH_MARGIN_MS = 2_000
 
+/** How long shutdown waits for the trace collector to take the last spans (a dead one never holds it longer). */
+const TRACE_FLUSH_MS = 5_000
+
 /** The composition root: everything the service needs, wired from one checked Config. */
 export async function createBurrow(config: Config, opts: { logger?: PinoLogger; defaultMetrics?: boolean } = {}): Promise<Burrow> {
   const logger = opts.logger ?? createLogger(config.logLevel)
@@ -46,8 +50,19 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       { ignored: `BURROW_EMBEDDER=${config.embedderOverridden}`, embedder: 'endpoint' },
       'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint',
     )
-  const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true })
-  const built = await buildService(config, { logger, telemetry: metrics, version: VERSION })
+  const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true, prices: config.modelPrices })
+  // Tracing off (no OTLP endpoint): the SDK is never imported and every span is the shared no-op one.
+  const tracing = config.tracing
+    ? (await import('./otel-tracing.js')).openTelemetryTracing(config.tracing, { logger, version: VERSION })
+    : undefined
+  const tracer = tracing?.tracer ?? NO_TRACING
+  let built: Awaited<ReturnType<typeof buildService>>
+  try {
+    built = await buildService(config, { logger, telemetry: metrics, tracer, version: VERSION })
+  } catch (err) {
+    await tracing?.shutdown(TRACE_FLUSH_MS)
+    throw err
+  }
   const memory = built.memory
   if (memory?.indexBacklog)
     metrics.watch(
@@ -55,7 +70,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).',
       () => memory.indexBacklog!(),
     )
-  const app = await buildHttpServer(config, built.service, metrics, logger)
+  const app = await buildHttpServer(config, built.service, metrics, logger, tracer)
   const drain = new HttpDrain(app.server)
   let closing: Promise<void> | null = null
 
@@ -113,6 +128,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       //    destroyed.
       // 4. app.close(): fastify's onClose hooks (the MCP server); no connection is left to cut.
       // 5. built.close(): the stores last, since the requests drained in 3 read and write them.
+      // 6. tracing: the last spans (the drained requests', the turns') are flushed, within TRACE_FLUSH_MS.
       closing ??= (async () => {
         const graceEnd = performance.now() + config.shutdownGraceMs
         drain.begin()
@@ -122,8 +138,12 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
         // One message either way, so the line is easy to find; a forced drain is worth a warning.
         if (drained.forced) logger.warn(fields, 'http drained')
         else logger.info(fields, 'http drained')
-        await app.close()
-        await built.close()
+        try {
+          await app.close()
+          await built.close()
+        } finally {
+          await tracing?.shutdown(TRACE_FLUSH_MS)
+        }
       })()
       return closing
     },

@@ -60,6 +60,19 @@ export interface Config {
   allowEmptyStore: boolean
   /** Free bytes the data directory's file system must have at start-up (0: no check). */
   minFreeBytes: number
+  /** OpenTelemetry traces over OTLP/HTTP; undefined (tracing off, no SDK loaded) without an OTLP endpoint. */
+  tracing: TracingConfig | undefined
+  /** USD per million tokens, by `provider:model`, for `burrow_llm_cost_usd_total` (`BURROW_MODEL_PRICES`). */
+  modelPrices: Map<string, { input: number; output: number }>
+}
+
+export interface TracingConfig {
+  /** Where spans are POSTed: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as is, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`. */
+  url: string
+  /** `OTEL_EXPORTER_OTLP_HEADERS` then `OTEL_EXPORTER_OTLP_TRACES_HEADERS` (`key=value,…`, values URL-encoded). */
+  headers: Record<string, string>
+  /** `service.name` of the spans (`OTEL_SERVICE_NAME`, default `burrow`). */
+  serviceName: string
 }
 
 export class ConfigError extends StartupError {
@@ -144,6 +157,8 @@ export function loadConfig(env: Env = process.env): Config {
     },
     allowEmptyStore: r.oneOf('BURROW_ALLOW_EMPTY_STORE', ['true', 'false'], 'false') === 'true',
     minFreeBytes: r.int('BURROW_MIN_FREE_BYTES', 64 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
+    tracing: tracingConfig(r),
+    modelPrices: r.prices('BURROW_MODEL_PRICES'),
   }
   if (config.embeddings.url && !config.embeddings.model)
     problems.push('BURROW_EMBEDDINGS_MODEL must name the model when BURROW_EMBEDDINGS_URL is set')
@@ -162,6 +177,21 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config
+}
+
+/** The standard OpenTelemetry variables Burrow reads (docs/observability.md); off without an endpoint or with `OTEL_SDK_DISABLED=true`. */
+function tracingConfig(r: Reader): TracingConfig | undefined {
+  const traces = r.url('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
+  const base = r.url('OTEL_EXPORTER_OTLP_ENDPOINT')
+  // Spans always go as OTLP/HTTP JSON, which the Collector's OTLP/HTTP receiver takes on the same path as
+  // protobuf: a deployment's `http/protobuf` setting is accepted; gRPC is refused (a different port and transport).
+  r.oneOf('OTEL_EXPORTER_OTLP_PROTOCOL', ['http/json', 'http/protobuf'], 'http/json')
+  r.oneOf('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', ['http/json', 'http/protobuf'], 'http/json')
+  const headers = { ...r.otlpHeaders('OTEL_EXPORTER_OTLP_HEADERS'), ...r.otlpHeaders('OTEL_EXPORTER_OTLP_TRACES_HEADERS') }
+  const serviceName = r.str('OTEL_SERVICE_NAME') ?? 'burrow'
+  if (r.oneOf('OTEL_SDK_DISABLED', ['true', 'false'], 'false') === 'true') return undefined
+  const url = traces ?? (base ? `${base}/v1/traces` : undefined)
+  return url ? { url, headers, serviceName } : undefined
 }
 
 class Reader {
@@ -235,6 +265,51 @@ class Reader {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean)
+  }
+
+  /** `key=value` pairs separated by commas, values URL-encoded (the OTLP exporter's header format). */
+  otlpHeaders(name: string): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const [i, pair] of (this.list(name) ?? []).entries()) {
+      const at = pair.indexOf('=')
+      const key = pair.slice(0, at).trim().toLowerCase()
+      let value: string
+      try {
+        value = decodeURIComponent(pair.slice(at + 1).trim())
+      } catch {
+        value = ''
+      }
+      if (at <= 0 || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(key) || value === '') {
+        this.problems.push(`${name} entry ${i + 1} must be key=value (value URL-encoded)`)
+        continue
+      }
+      out[key] = value
+    }
+    return out
+  }
+
+  /** `provider:model=input/output,…`: USD per million input and output tokens. */
+  prices(name: string): Map<string, { input: number; output: number }> {
+    const out = new Map<string, { input: number; output: number }>()
+    const price = (v: string | undefined) => (v !== undefined && /^\d+(\.\d+)?$/.test(v.trim()) ? Number(v) : NaN)
+    for (const [i, entry] of (this.list(name) ?? []).entries()) {
+      const at = entry.lastIndexOf('=')
+      const model = entry.slice(0, at).trim()
+      const [input, output, extra] = entry.slice(at + 1).split('/')
+      const p = { input: price(input), output: price(output) }
+      if (
+        at <= 0 ||
+        !/^[a-zA-Z0-9_.-]+:.+$/.test(model) ||
+        extra !== undefined ||
+        !Number.isFinite(p.input) ||
+        !Number.isFinite(p.output)
+      ) {
+        this.problems.push(`${name} entry ${i + 1} must be provider:model=input/output in USD per million tokens (got '${entry}')`)
+        continue
+      }
+      out.set(model, p)
+    }
+    return out
   }
 
   apiKeys(name: string): Map<string, string> {

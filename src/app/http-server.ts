@@ -19,6 +19,8 @@ import type { Config } from './config.js'
 import type { Metrics } from './metrics.js'
 import { VERSION } from './version.js'
 import { REQUEST_SERIALIZERS } from './logger.js'
+import { NO_TRACING, type Tracer } from '../core/tracing.js'
+import { requestSpans } from '../surfaces/http/request-spans.js'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -34,6 +36,7 @@ export async function buildHttpServer(
   service: SessionService,
   metrics: Metrics,
   logger: PinoLogger,
+  tracer: Tracer = NO_TRACING,
 ): Promise<FastifyInstance> {
   const app = Fastify({
     // Request URLs are logged with credentials (`?access_token=`) redacted, whatever logger is given.
@@ -57,6 +60,8 @@ export async function buildHttpServer(
     reply.header('x-request-id', req.id)
     done()
   })
+  // Before any route is added: each route's span hook is attached as the route is registered.
+  requestSpans(app, tracer)
   app.server.on('checkExpectation', expectationHandler(app.log, nextRequestId))
 
   if (config.corsOrigins) {
@@ -71,6 +76,9 @@ export async function buildHttpServer(
         'x-request-id',
         'mcp-protocol-version',
         'mcp-session-id',
+        // W3C trace context, sent by browsers whose pages are traced (observability.md).
+        'traceparent',
+        'tracestate',
       ],
       exposedHeaders: ['x-request-id', 'location', 'retry-after', 'mcp-session-id'],
       maxAge: 600,

@@ -3,6 +3,9 @@ import type { Telemetry } from '../core/telemetry.js'
 import type { RestMetrics } from '../surfaces/rest/rest-api.js'
 import { FastCounter, FastHistogram } from './fast-metrics.js'
 
+/** USD per million tokens, input and output, by `provider:model` (`BURROW_MODEL_PRICES`). */
+export type ModelPrices = ReadonlyMap<string, { input: number; output: number }>
+
 const LATENCY_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120]
 
 /** Prometheus metrics (prom-client registry), one registry per app instance so several can share a process. */
@@ -15,8 +18,12 @@ export class Metrics implements Telemetry, RestMetrics {
   private readonly turnDuration: FastHistogram
   private readonly providerDuration: FastHistogram
   private readonly sseStreams: Gauge
+  private readonly llmTokens: FastCounter
+  private readonly llmCost: FastCounter
+  private readonly prices: ModelPrices
 
-  constructor(opts: { defaultMetrics?: boolean } = {}) {
+  constructor(opts: { defaultMetrics?: boolean; prices?: ModelPrices } = {}) {
+    this.prices = opts.prices ?? new Map()
     const r = this.registry
     this.contentType = r.contentType
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: r, prefix: 'burrow_' })
@@ -44,6 +51,16 @@ export class Metrics implements Telemetry, RestMetrics {
       ['provider', 'outcome'],
       LATENCY_BUCKETS,
     ).register(r)
+    this.llmTokens = new FastCounter('burrow_llm_tokens_total', 'LLM tokens (turns and compactions), by model and type.', [
+      'provider',
+      'model',
+      'type',
+    ]).register(r)
+    this.llmCost = new FastCounter(
+      'burrow_llm_cost_usd_total',
+      'Estimated LLM cost in US dollars, by model, from BURROW_MODEL_PRICES (models without a price are not counted).',
+      ['provider', 'model'],
+    ).register(r)
     this.sseStreams = new Gauge({ name: 'burrow_sse_streams_active', help: 'Open SSE streams.', registers: [r] })
   }
 
@@ -59,6 +76,13 @@ export class Metrics implements Telemetry, RestMetrics {
 
   providerCall(provider: string, outcome: string, seconds: number): void {
     this.providerDuration.observe([provider, outcome], seconds)
+  }
+
+  llmUsage(provider: string, model: string, inputTokens: number, outputTokens: number): void {
+    this.llmTokens.inc([provider, model, 'input'], inputTokens)
+    this.llmTokens.inc([provider, model, 'output'], outputTokens)
+    const price = this.prices.get(`${provider}:${model}`)
+    if (price) this.llmCost.inc([provider, model], (inputTokens * price.input + outputTokens * price.output) / 1_000_000)
   }
 
   streamOpened(): void {

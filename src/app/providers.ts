@@ -1,4 +1,7 @@
-import type { ProviderRegistry } from '../core/llm.js'
+import type { LlmClient, ProviderRegistry } from '../core/llm.js'
+import { NO_TELEMETRY, type Telemetry } from '../core/telemetry.js'
+import { NO_TRACING, type Tracer } from '../core/tracing.js'
+import { InstrumentedLlmClient } from '../providers/instrumented-llm-client.js'
 import { AnthropicProvider } from '../providers/anthropic-provider.js'
 import { OfflineProvider } from '../providers/offline-provider.js'
 import { OpenAiProvider } from '../providers/openai-provider.js'
@@ -8,9 +11,17 @@ import { ConfigError, type Config } from './config.js'
 
 export const DEFAULT_MODELS = { anthropic: 'anthropic:claude-sonnet-4-5', openai: 'openai:gpt-4o-mini', offline: 'offline:echo' } as const
 
-/** Builds the provider registry over one shared undici dispatcher. */
-export function buildProviders(config: Config): { registry: ProviderRegistry; http: ProviderHttp } {
+/**
+ * Builds the provider registry over one shared undici dispatcher. Every client is instrumented:
+ * its calls count tokens (and cost) and, with tracing on, run in LLM-call spans.
+ */
+export function buildProviders(
+  config: Config,
+  observe: { tracer: Tracer; telemetry: Telemetry } = { tracer: NO_TRACING, telemetry: NO_TELEMETRY },
+): { registry: ProviderRegistry; http: ProviderHttp } {
   const http = new ProviderHttp(config.provider)
+  const instrument = (c: LlmClient | null): LlmClient | null =>
+    c === null ? null : new InstrumentedLlmClient(c, observe.tracer, observe.telemetry)
   const anthropic = config.anthropic.apiKey
     ? new AnthropicProvider(http, {
         baseUrl: config.anthropic.baseUrl,
@@ -24,14 +35,14 @@ export function buildProviders(config: Config): { registry: ProviderRegistry; ht
   const fallback = config.defaultModel ?? (anthropic ? DEFAULT_MODELS.anthropic : openai ? DEFAULT_MODELS.openai : DEFAULT_MODELS.offline)
   const registry = new StaticProviderRegistry(
     [
-      { name: 'anthropic', client: anthropic, hint: 'set ANTHROPIC_API_KEY', defaultModel: DEFAULT_MODELS.anthropic },
+      { name: 'anthropic', client: instrument(anthropic), hint: 'set ANTHROPIC_API_KEY', defaultModel: DEFAULT_MODELS.anthropic },
       {
         name: 'openai',
-        client: openai,
+        client: instrument(openai),
         hint: 'set OPENAI_API_KEY, or OPENAI_BASE_URL for a keyless compatible server',
         defaultModel: DEFAULT_MODELS.openai,
       },
-      { name: 'offline', client: new OfflineProvider(), hint: 'always available', defaultModel: DEFAULT_MODELS.offline },
+      { name: 'offline', client: instrument(new OfflineProvider()), hint: 'always available', defaultModel: DEFAULT_MODELS.offline },
     ],
     fallback,
   )

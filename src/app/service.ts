@@ -3,6 +3,7 @@ import type { Logger } from '../core/logger.js'
 import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import type { SessionService } from '../core/session-service.js'
 import type { Telemetry } from '../core/telemetry.js'
+import { NO_TRACING, type Tracer } from '../core/tracing.js'
 import type { SessionRepository } from '../core/stores.js'
 import { Authenticator } from '../session/authenticator.js'
 import { CompactionController } from '../session/compaction-controller.js'
@@ -45,8 +46,16 @@ export interface BuiltService {
   close(): Promise<void>
 }
 
+export interface ServiceDeps {
+  logger: Logger
+  telemetry: Telemetry
+  /** Spans of turns, LLM calls, compactions and memory searches (default: tracing off). */
+  tracer?: Tracer | undefined
+  version: string
+}
+
 /** Wires the SessionService for a configuration: providers, auth, storage and capabilities. */
-export async function buildService(config: Config, deps: { logger: Logger; telemetry: Telemetry; version: string }): Promise<BuiltService> {
+export async function buildService(config: Config, deps: ServiceDeps): Promise<BuiltService> {
   const cleanup: Array<() => Promise<void>> = []
   const closeAll = async () => {
     for (const c of cleanup.reverse()) await c()
@@ -61,11 +70,12 @@ export async function buildService(config: Config, deps: { logger: Logger; telem
 
 async function build(
   config: Config,
-  deps: { logger: Logger; telemetry: Telemetry; version: string },
+  deps: ServiceDeps,
   cleanup: Array<() => Promise<void>>,
   closeAll: () => Promise<void>,
 ): Promise<BuiltService> {
-  const { registry, http } = buildProviders(config)
+  const tracer = deps.tracer ?? NO_TRACING
+  const { registry, http } = buildProviders(config, { tracer, telemetry: deps.telemetry })
   cleanup.push(() => http.close())
   // The data directory holds the LMDB stores and the projection (written with either durable session store).
   const durable = config.sessionStore !== 'off' || config.memoryStore !== 'off'
@@ -105,7 +115,7 @@ async function build(
     memory = await openPgMemoryStore(config, embedder, deps.logger)
   }
   const indexer = memory ? new MemoryIndexer(memory, (t) => splitPassages(t), deps.logger) : undefined
-  const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger) : undefined
+  const compaction = config.compaction ? new CompactionController(new DefaultCompactor(registry), deps.logger, tracer) : undefined
   // Shutdown order: indexing finishes (it records events), then the projection, then the stores close.
   const memoryClose = async () => {
     await indexer?.idle()
@@ -137,7 +147,7 @@ async function build(
 
   const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit, replicated: pgStore !== undefined })
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
-  const builtinTools = memory ? [memorySearchTool(memory), ...noteTools()] : []
+  const builtinTools = memory ? [memorySearchTool(memory, tracer), ...noteTools()] : []
   const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
   const replicas = pgStore ? await linkReplicas({ config, store: pgStore, hub, sessions, logger: deps.logger }) : undefined
   if (replicas) cleanup.push(() => replicas.close())
@@ -154,10 +164,11 @@ async function build(
       defaultMaxTokens: config.defaultMaxTokens,
       schemas: compileAnswerSchema,
       telemetry: deps.telemetry,
+      tracer,
       logger: deps.logger,
     }),
     compaction,
-    memory: memory ? { store: memory, indexer } : undefined,
+    memory: memory ? { store: memory, indexer, tracer } : undefined,
     replicas: replicas?.link,
     auth: new Authenticator(config.apiKeys),
     providers: registry,

@@ -1,6 +1,7 @@
 import type { Usage } from './events.js'
 import type { Message } from './messages.js'
 import type { EffectiveCompaction } from './session-record.js'
+import type { TraceContext } from './tracing.js'
 
 /** Verbatim compaction texts (the prompt and the summary prefix; docs/guarantees.md, Compaction). */
 export const COMPACTION_PROMPT = `You are performing a CONTEXT COMPACTION. Your job is to create a handoff summary so work can continue seamlessly.
@@ -23,6 +24,8 @@ export interface CompactionContext {
   messages: readonly Message[]
   config: EffectiveCompaction
   signal?: AbortSignal | undefined
+  /** The compaction's span: the parent of its summary calls' spans. */
+  trace?: TraceContext | undefined
 }
 
 export interface CompactionResult {

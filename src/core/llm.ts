@@ -2,6 +2,7 @@ import type { ContentBlock, Message, ToolDefinition } from './messages.js'
 import type { Static } from 'typebox'
 import type { Usage } from './events.js'
 import type { ModelSettings, ProviderStatusSchema } from './wire.js'
+import type { TraceContext } from './tracing.js'
 
 /** `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`, `offline:echo`. */
 export interface ModelRef {
@@ -30,6 +31,12 @@ export interface LlmRequest {
   signal?: AbortSignal
   /** A cheap way to ask whether the call is cancelled without creating `signal` (which may be made lazily). */
   cancelled?: () => boolean
+  /**
+   * The span this call belongs to (a turn's or a compaction's). The instrumented client opens
+   * the LLM-call span under it and hands the provider that span's context instead, which the
+   * provider sends as `traceparent`.
+   */
+  trace?: TraceContext | undefined
 }
 
 export type LlmSettings = Omit<ModelSettings, 'max_tokens'>

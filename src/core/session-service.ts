@@ -1,6 +1,7 @@
 import type { EventEnvelope } from './events.js'
 import type { SessionId } from './ids.js'
 import type { SessionNote } from './session-record.js'
+import type { TraceContext } from './tracing.js'
 import type {
   AccessToken,
   Capabilities,
@@ -43,6 +44,8 @@ export interface CallContext {
   onEvent?: ((event: EventEnvelope) => void) | undefined
   /** Told once if a turn request waits for the session (`on_busy: queue`): its place in line, or null behind another replica. */
   onQueued?: ((position: number | null) => void) | undefined
+  /** The caller's span (the HTTP request's, with tracing on): the parent of the spans the call opens. */
+  trace?: TraceContext | undefined
 }
 
 /** A control frame a subscription may yield besides events. */

@@ -1,4 +1,5 @@
 import type { ContentBlock, ToolDefinition } from './messages.js'
+import type { TraceContext } from './tracing.js'
 
 /** The session a built-in tool runs in: what it may read and change. */
 export interface ToolSession {
@@ -14,6 +15,8 @@ export interface ToolContext {
   turn: number
   signal: AbortSignal
   session: ToolSession
+  /** The turn's span: the parent of spans the tool opens. */
+  trace?: TraceContext | undefined
 }
 
 export interface ToolOutput {

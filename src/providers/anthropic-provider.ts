@@ -41,6 +41,8 @@ export class AnthropicProvider implements LlmClient {
       headers,
       this.body(req),
       req.signal,
+      undefined,
+      req.trace,
     )
     try {
       return await this.readStream(res.body, onDelta)

@@ -31,7 +31,8 @@ export class OpenAiProvider implements LlmClient {
     const body = this.body(req)
     const headers: Record<string, string> = {}
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`
-    const res = await this.http.postJson('openai', `${this.opts.baseUrl.replace(/\/+$/, '')}/chat/completions`, headers, body, req.signal)
+    const url = `${this.opts.baseUrl.replace(/\/+$/, '')}/chat/completions`
+    const res = await this.http.postJson('openai', url, headers, body, req.signal, undefined, req.trace)
     try {
       return await this.readStream(res.body, body, onDelta)
     } catch (err) {

@@ -1,6 +1,7 @@
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici'
 import { BurrowError } from '../core/errors.js'
 import { httpRetry, type RetryPolicy } from '../core/http-retry.js'
+import { injectTrace, type TraceContext } from '../core/tracing.js'
 
 export interface ProviderHttpOptions {
   /** Time allowed for response headers, per attempt. */
@@ -43,7 +44,10 @@ export class ProviderHttp {
     this.policy = { maxRetries: opts.maxRetries, baseMs: opts.retryBaseMs, maxMs: opts.retryMaxMs }
   }
 
-  /** POSTs JSON and returns a 2xx response whose body is still unread. */
+  /**
+   * POSTs JSON and returns a 2xx response whose body is still unread. With `trace` (the LLM
+   * call's span), the request carries W3C `traceparent` / `tracestate` naming it as the parent.
+   */
   async postJson(
     provider: string,
     url: string,
@@ -51,8 +55,11 @@ export class ProviderHttp {
     body: unknown,
     signal?: AbortSignal,
     describeError: (status: number, text: string) => string = defaultDescribe,
+    trace?: TraceContext,
   ): Promise<ProviderResponse> {
     const payload = JSON.stringify(body)
+    const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }
+    injectTrace(trace, sent)
     return httpRetry<ProviderResponse>({
       policy: this.policy,
       signal,
@@ -61,7 +68,7 @@ export class ProviderHttp {
           method: 'POST',
           dispatcher: this.dispatcher,
           signal,
-          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+          headers: sent,
           body: payload,
         }),
       failed: (err) => mapNetworkError(provider, err),

@@ -1,6 +1,7 @@
 import type { Compactor } from '../core/compactor.js'
 import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
+import { NO_TRACING, type Span, type Tracer } from '../core/tracing.js'
 import type { EffectiveCompaction, SessionRecord } from '../core/session-record.js'
 import type { CompactionOutcome } from '../core/wire.js'
 import { CompactionError } from './default-compactor.js'
@@ -23,6 +24,7 @@ export class CompactionController {
   constructor(
     private readonly compactor: Compactor,
     private readonly logger: Logger,
+    private readonly tracer: Tracer = NO_TRACING,
   ) {}
 
   shouldCompact(r: SessionRecord, cfg: EffectiveCompaction): boolean {
@@ -52,6 +54,27 @@ export class CompactionController {
    * the caller sees it.
    */
   async run(turn: Turn, cfg: EffectiveCompaction, manual: boolean): Promise<CompactionOutcome> {
+    const span = this.tracer.start('compaction', turn.trace)
+    span.set('burrow.session.id', turn.session.id)
+    span.set('burrow.turn.number', turn.number)
+    span.set('burrow.compaction.manual', manual)
+    try {
+      const outcome = await this.compact(turn, cfg, manual, span)
+      span.set('burrow.compaction.compacted', outcome.compacted)
+      span.set('burrow.compaction.messages_before', outcome.messages_before)
+      span.set('burrow.compaction.messages_after', outcome.messages_after)
+      if (outcome.reason) span.set('burrow.compaction.reason', outcome.reason)
+      return outcome
+    } catch (err) {
+      const e = toBurrowError(err)
+      span.fail(e.code, e.message)
+      throw err
+    } finally {
+      span.end()
+    }
+  }
+
+  private async compact(turn: Turn, cfg: EffectiveCompaction, manual: boolean, span: Span): Promise<CompactionOutcome> {
     const { session, signal: cancel } = turn
     const r = session.record
     const before = r.messages.length
@@ -78,6 +101,7 @@ export class CompactionController {
         messages: original,
         config: cfg,
         ...(cancel.aborted ? {} : { signal: cancel.signal }),
+        trace: span.context,
       })
       if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
       const seqs = originalSeqs.slice(0, result.keepFrom)
@@ -108,6 +132,8 @@ export class CompactionController {
       if (code === 'INTERNAL') this.logger.error({ err, session_id: session.id }, 'compaction failed')
       else this.logger.warn({ session_id: session.id, code, error: e.message }, 'compaction failed; the history is unchanged')
       turn.emit([{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
+      // An automatic compaction's failure does not fail the turn, but its span says it failed.
+      span.fail(code ?? 'COMPACTION_FAILED', e.message)
       if (manual) {
         if (err instanceof CompactionError) return outcome(false, before, 0, err.message)
         throw e

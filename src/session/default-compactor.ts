@@ -43,6 +43,7 @@ export class DefaultCompactor implements Compactor {
           tools: [],
           maxTokens: ctx.config.max_summary_tokens,
           ...(ctx.signal ? { signal: ctx.signal } : {}),
+          trace: ctx.trace,
         })
         usage.input_tokens += resp.usage.input_tokens
         usage.output_tokens += resp.usage.output_tokens

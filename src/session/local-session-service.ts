@@ -346,7 +346,7 @@ export class LocalSessionService implements SessionService {
   // ---- memory -------------------------------------------------------------------------
 
   async searchMemory(q: MemorySearchQuery, ctx: CallContext): Promise<MemorySearchResult> {
-    return this.memory(ctx, false, (m) => m.search(q))
+    return this.memory(ctx, false, (m) => m.search(q, ctx.trace))
   }
   async listMemory(q: MemoryPageQuery, ctx: CallContext): Promise<Page<MemoryItem>> {
     return this.memory(ctx, false, (m) => m.list(q))
@@ -366,7 +366,7 @@ export class LocalSessionService implements SessionService {
     const tenant = write ? this.mayWrite(ctx, null) : this.mayRead(ctx, null)
     const memory = this.parts.memory
     if (!memory || !this.parts.capabilities.memory_store) throw new BurrowError('MEMORY_STORE_DISABLED')
-    return run(new TenantMemory(memory.store, tenant, (id) => this.sessions.get(tenant, id)), tenant)
+    return run(new TenantMemory(memory.store, tenant, (id) => this.sessions.get(tenant, id), memory.tracer), tenant)
   }
 
   /** Records that memory indexed `entries` passages of a session (if it still exists). */

@@ -1,5 +1,6 @@
-import { BurrowError, invalidRequest } from '../core/errors.js'
+import { BurrowError, invalidRequest, toBurrowError } from '../core/errors.js'
 import type { MemoryEntry, MemoryStore } from '../core/memory-store.js'
+import { NO_TRACING, type TraceContext, type Tracer } from '../core/tracing.js'
 import type { MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery, MemorySearchQuery, MemorySearchResult, Page } from '../core/wire.js'
 
 /** Any session id a memory request names must be one of the caller's (else SESSION_NOT_FOUND). */
@@ -14,20 +15,24 @@ export class TenantMemory {
     private readonly store: MemoryStore,
     private readonly tenant: string,
     private readonly owned: Owned,
+    private readonly tracer: Tracer = NO_TRACING,
   ) {}
 
   /** `GET /v1/memory/search`: scoped to the caller's tenant, or to one of its sessions, optionally filtered by metadata. */
-  async search(q: MemorySearchQuery): Promise<MemorySearchResult> {
+  async search(q: MemorySearchQuery, trace?: TraceContext): Promise<MemorySearchResult> {
     const scope = q.scope ?? 'tenant'
     if (scope === 'session' && !q.session_id) throw invalidRequest('query/session_id', "is required with scope 'session'")
     if (q.session_id) await this.owned(q.session_id)
-    const hits = await this.store.search({
-      tenant: this.tenant,
-      text: q.q,
-      limit: q.limit ?? 5,
-      ...(q.session_id ? { sessionId: q.session_id } : {}),
-      ...(q.metadata ? { metadata: q.metadata } : {}),
-    })
+    const limit = q.limit ?? 5
+    const hits = await tracedSearch(this.tracer, trace, { source: 'api', scope, limit }, () =>
+      this.store.search({
+        tenant: this.tenant,
+        text: q.q,
+        limit,
+        ...(q.session_id ? { sessionId: q.session_id } : {}),
+        ...(q.metadata ? { metadata: q.metadata } : {}),
+      }),
+    )
     return {
       results: hits.map((h) => ({
         id: h.entry.id,
@@ -77,6 +82,46 @@ export class TenantMemory {
 
   async delete(id: string): Promise<void> {
     if (!(await this.store.delete(this.tenant, id))) throw new BurrowError('MEMORY_NOT_FOUND')
+  }
+}
+
+/**
+ * Runs a memory search in a `memory_search` span (the REST and RPC search, and the agent's
+ * tool): where it came from, its scope and limit, how many results, failures with their code.
+ */
+export function tracedSearch<T extends readonly unknown[]>(
+  tracer: Tracer,
+  parent: TraceContext | undefined,
+  what: { source: 'api' | 'tool'; scope: string; limit: number },
+  run: () => Promise<T>,
+): Promise<T> {
+  return tracer.enabled ? searchSpan(tracer, parent, what, run) : run()
+}
+
+async function searchSpan<T extends readonly unknown[]>(
+  tracer: Tracer,
+  parent: TraceContext | undefined,
+  what: { source: 'api' | 'tool'; scope: string; limit: number },
+  run: () => Promise<T>,
+): Promise<T> {
+  const span = tracer.start('memory_search', parent)
+  span.set('burrow.memory.source', what.source)
+  span.set('burrow.memory.scope', what.scope)
+  span.set('burrow.memory.limit', what.limit)
+  if (what.source === 'tool') {
+    span.set('gen_ai.operation.name', 'execute_tool')
+    span.set('gen_ai.tool.name', 'memory_search')
+  }
+  try {
+    const hits = await run()
+    span.set('burrow.memory.results', hits.length)
+    return hits
+  } catch (err) {
+    const e = toBurrowError(err)
+    span.fail(e.code, e.message)
+    throw err
+  } finally {
+    span.end()
   }
 }
 

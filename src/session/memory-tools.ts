@@ -1,6 +1,8 @@
 import type { MemoryStore } from '../core/memory-store.js'
 import type { BuiltinTool, ToolOutput } from '../core/tools.js'
 import { BurrowError } from '../core/errors.js'
+import { NO_TRACING, type Tracer } from '../core/tracing.js'
+import { tracedSearch } from './memory-ops.js'
 
 /** Added to the system prompt of sessions with memory on. */
 export const MEMORY_GUIDE = `You have long-term memory. Earlier parts of this conversation that were compacted away, and other conversations of this workspace, can be searched with the memory_search tool (query; limit, default 5; scope: "session" for this conversation only, "tenant" for all). Search it when the user refers to something you cannot see in the context, before saying you do not know. Each result names the session, turn and event (seq) it came from. Keep short facts you must not lose with note_set (key, value) — notes stay pinned in this prompt — and remove stale ones with note_delete.`
@@ -8,7 +10,7 @@ export const MEMORY_GUIDE = `You have long-term memory. Earlier parts of this co
 const error = (text: string): ToolOutput => ({ content: text, is_error: true })
 
 /** `memory_search`: hybrid search of the tenant's memory, run inside the agent loop. */
-export function memorySearchTool(store: MemoryStore): BuiltinTool {
+export function memorySearchTool(store: MemoryStore, tracer: Tracer = NO_TRACING): BuiltinTool {
   return {
     definition: {
       name: 'memory_search',
@@ -37,12 +39,15 @@ export function memorySearchTool(store: MemoryStore): BuiltinTool {
         return error('"limit" must be an integer from 1 to 20.')
       const scope = i.scope === undefined ? 'tenant' : i.scope
       if (scope !== 'session' && scope !== 'tenant') return error('"scope" must be "session" or "tenant".')
-      const hits = await store.search({
-        tenant: ctx.tenant,
-        text: i.query,
-        limit,
-        ...(scope === 'session' ? { sessionId: ctx.sessionId } : {}),
-      })
+      const text = i.query
+      const hits = await tracedSearch(tracer, ctx.trace, { source: 'tool', scope: scope === 'session' ? 'session' : 'tenant', limit }, () =>
+        store.search({
+          tenant: ctx.tenant,
+          text,
+          limit,
+          ...(scope === 'session' ? { sessionId: ctx.sessionId } : {}),
+        }),
+      )
       return {
         content: JSON.stringify(
           hits.map((h) => ({

@@ -5,6 +5,7 @@ import type { EffectiveCompaction } from '../core/session-record.js'
 import type { SessionRepository } from '../core/stores.js'
 import type { InterruptResult } from '../core/wire.js'
 import type { Telemetry } from '../core/telemetry.js'
+import type { Tracer } from '../core/tracing.js'
 import type { Authenticator } from './authenticator.js'
 import type { CompactionController } from './compaction-controller.js'
 import type { EventHub } from './event-hub.js'
@@ -22,6 +23,8 @@ export interface MemoryPort {
   readonly store: MemoryStore
   /** When compaction feeds memory: the indexer, which tells the service what it indexed (recorded as `memory_indexed`). */
   readonly indexer?: { onIndexed(listener: (tenant: string, sessionId: string, entries: number) => Promise<void>): void } | undefined
+  /** Opens the memory search spans. */
+  readonly tracer?: Tracer | undefined
 }
 
 /**

@@ -91,6 +91,7 @@ export class SessionTurns {
             throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
           // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
           const work = new Turn(session, session.record.turn_count)
+          work.trace = ctx.trace
           const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
           work.done = controller.run(work, cfg, true)
           session.running = work
@@ -148,6 +149,7 @@ export class SessionTurns {
 
   private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
     const turn = Turn.starting(session, start, ctx.onEvent ?? null)
+    turn.trace = ctx.trace
     const t0 = performance.now()
     session.running = turn
     const done = this.parts.runner.run(turn, start)

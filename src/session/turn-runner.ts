@@ -5,6 +5,7 @@ import type { Logger } from '../core/logger.js'
 import { textOf, type ToolCall, type ToolDefinition, type ToolUseBlock } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { Telemetry } from '../core/telemetry.js'
+import { NO_TRACING, type Tracer } from '../core/tracing.js'
 import type { BuiltinTool } from '../core/tools.js'
 import type { ModelSettings, TurnResult } from '../core/wire.js'
 import { checkBudget } from './budget.js'
@@ -54,6 +55,8 @@ export interface TurnRunnerDeps {
   /** Compiles a turn's response_format schema (the final answer is checked against it). */
   schemas: SchemaCompiler
   telemetry: Telemetry
+  /** Opens the turn's span (its LLM calls' spans are opened by the instrumented provider clients). */
+  tracer?: Tracer | undefined
   logger: Logger
 }
 
@@ -74,7 +77,36 @@ export class TurnRunner {
     return this.deps.schemas
   }
 
-  async run(turn: Turn, start: TurnStart): Promise<TurnResult> {
+  run(turn: Turn, start: TurnStart): Promise<TurnResult> {
+    const tracer = this.deps.tracer ?? NO_TRACING
+    // Not async itself: with tracing off the turn costs no extra promise.
+    return tracer.enabled ? this.traced(tracer, turn, start) : this.runTurn(turn, start)
+  }
+
+  private async traced(tracer: Tracer, turn: Turn, start: TurnStart): Promise<TurnResult> {
+    const span = tracer.start('turn', turn.trace)
+    span.set('gen_ai.operation.name', 'invoke_agent')
+    span.set('gen_ai.conversation.id', turn.session.id)
+    span.set('burrow.session.id', turn.session.id)
+    span.set('burrow.turn.number', turn.number)
+    span.set('burrow.turn.start', start.kind)
+    turn.trace = span.context ?? turn.trace
+    try {
+      const result = await this.runTurn(turn, start)
+      span.set('burrow.turn.status', result.status)
+      span.set('burrow.turn.stop_reason', result.stop_reason)
+      return result
+    } catch (err) {
+      const e = toBurrowError(err)
+      span.set('burrow.turn.status', 'failed')
+      span.fail(e.code, e.message)
+      throw err
+    } finally {
+      span.end()
+    }
+  }
+
+  private async runTurn(turn: Turn, start: TurnStart): Promise<TurnResult> {
     if (start.kind === 'input' || start.kind === 'continue') {
       const input = start.kind === 'input' ? start.input : null
       turn.emit([{ type: 'turn_started', data: { input, continuation: false, ...settingsData(start.settings) } }])
@@ -174,6 +206,7 @@ export class TurnRunner {
           return signal.signal
         },
         cancelled: () => signal.aborted,
+        trace: turn.trace,
       }
       return await client.complete(req, (d) => turn.delta(d.text))
     } catch (err) {
@@ -211,6 +244,7 @@ export class TurnRunner {
         turn: turn.number,
         signal: signal.signal,
         session: notesAccess(session, turn.number, 'agent'),
+        trace: turn.trace,
       })
       return { ...base, content: out.content, is_error: out.is_error === true }
     } catch (err) {

@@ -2,6 +2,7 @@ import type { EventEnvelope } from '../core/events.js'
 import type { ContentBlock, ToolResultInput } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { ModelSettings } from '../core/wire.js'
+import type { TraceContext } from '../core/tracing.js'
 import { Cancellation } from './cancellation.js'
 import type { EventSink, LiveSession, PendingEvent, RunningWork } from './live-session.js'
 
@@ -33,6 +34,12 @@ export class Turn implements RunningWork {
   readonly startSeq: number
   /** Settles when the run has ended; set by whoever runs it. */
   done: Promise<unknown> = NOT_STARTED
+  /**
+   * The span this run's own spans (LLM calls, compactions, memory searches) are children of: the
+   * caller's request span until the turn runner opens the turn's span. Explicit rather than
+   * async context, since a run may outlive the request that started it.
+   */
+  trace: TraceContext | undefined = undefined
 
   constructor(
     readonly session: LiveSession,

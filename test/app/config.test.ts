@@ -179,3 +179,63 @@ t.test('BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER, and says what it overro
   t.equal(loadConfig({ BURROW_EMBEDDER: 'use-lite' }).embedder, 'use-lite')
   t.equal(loadConfig({}).embedder, 'hashed')
 })
+
+t.test('tracing: the standard OTEL_ variables; off without an endpoint', async (t) => {
+  t.equal(loadConfig({}).tracing, undefined, 'no endpoint: tracing off')
+  t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318/' }).tracing, {
+    url: 'http://127.0.0.1:4318/v1/traces',
+    headers: {},
+    serviceName: 'burrow',
+  })
+  const c = loadConfig({
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example/otlp/v1/traces',
+    OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%3Db, X-Team=core',
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'x-team=traces',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+    OTEL_SERVICE_NAME: 'agents',
+  })
+  t.same(c.tracing, {
+    url: 'https://traces.example/otlp/v1/traces',
+    headers: { 'x-api-key': 'a=b', 'x-team': 'traces' },
+    serviceName: 'agents',
+  })
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).tracing, undefined)
+  try {
+    loadConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318',
+      OTEL_EXPORTER_OTLP_HEADERS: 'novalue',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+      OTEL_SDK_DISABLED: 'yes',
+    })
+    t.fail('should throw')
+  } catch (err) {
+    t.type(err, ConfigError)
+    t.same((err as ConfigError).problems.map((p) => p.split(' ')[0]).sort(), [
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+      'OTEL_EXPORTER_OTLP_PROTOCOL',
+      'OTEL_SDK_DISABLED',
+    ])
+  }
+})
+
+t.test('BURROW_MODEL_PRICES: provider:model=input/output per million tokens', async (t) => {
+  t.equal(loadConfig({}).modelPrices.size, 0)
+  const c = loadConfig({ BURROW_MODEL_PRICES: 'openai:gpt-4o-mini=0.15/0.6, anthropic:claude-sonnet-4-5=3/15' })
+  t.same(
+    [...c.modelPrices],
+    [
+      ['openai:gpt-4o-mini', { input: 0.15, output: 0.6 }],
+      ['anthropic:claude-sonnet-4-5', { input: 3, output: 15 }],
+    ],
+  )
+  for (const bad of ['gpt-4o=1/2', 'openai:gpt-4o=1', 'openai:gpt-4o=1/2/3', 'openai:gpt-4o=-1/2', 'openai:gpt-4o=a/b']) {
+    try {
+      loadConfig({ BURROW_MODEL_PRICES: bad })
+      t.fail(`should refuse ${bad}`)
+    } catch (err) {
+      t.match((err as ConfigError).problems, [/^BURROW_MODEL_PRICES entry 1 must be provider:model=input\/output/], bad)
+    }
+  }
+})

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { CallContext } from '../../core/session-service.js'
+import { requestTrace } from './request-spans.js'
 
 /**
  * Builds the service's CallContext from a request. The service authenticates the key;
@@ -20,6 +21,7 @@ export function callContext(req: FastifyRequest, opts: { queryToken?: boolean } 
     apiKey,
     requestId: req.id,
     idempotencyKey: typeof key === 'string' && key.length > 0 ? key : undefined,
+    trace: requestTrace(req),
   }
 }
 

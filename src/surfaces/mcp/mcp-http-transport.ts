@@ -43,11 +43,14 @@ import { JSON_RPC } from '../../core/protocol-numbers.js'
 import { rpcError } from '../json-rpc-errors.js'
 import { tableError } from './mcp-errors.js'
 import type { Extra, McpToolCall } from './mcp-server.js'
+import type { TraceContext } from '../../core/tracing.js'
 
 /** What a tool call learns of the HTTP request that carried it. */
 export interface ExchangeContext {
   apiKey: string | undefined
   requestId: string
+  /** The request's span (tracing on). */
+  trace?: TraceContext | undefined
 }
 
 /** One POST: its response stream and how many of its requests are still unanswered. */

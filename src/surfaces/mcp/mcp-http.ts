@@ -23,6 +23,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { BurrowError, toBurrowError } from '../../core/errors.js'
 import type { SessionService } from '../../core/session-service.js'
+import { requestTrace } from '../http/request-spans.js'
 import { discardBody, drainBound } from '../http/body-drain.js'
 import { bearerChallenge, callContext } from '../http/call-context.js'
 import { fromFastifyError, isJsonSyntaxError } from '../http/problem.js'
@@ -106,7 +107,7 @@ export function mcpHttpRoutes(app: FastifyInstance, service: SessionService): vo
         req.headers.accept,
         Array.isArray(version) ? version[0] : version,
         reply.raw,
-        { apiKey, requestId: req.id },
+        { apiKey, requestId: req.id, trace: requestTrace(req) },
         headers,
       )
       if (refused)

@@ -23,6 +23,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import type { Static, TSchema } from 'typebox'
 import { ERROR_TABLE, toBurrowError } from '../../core/errors.js'
+import type { TraceContext } from '../../core/tracing.js'
 import { progressReporter, type Extra } from './mcp-progress.js'
 import { JSON_RPC } from '../../core/protocol-numbers.js'
 import type { CallContext, SessionOperations } from '../../core/session-service.js'
@@ -44,7 +45,7 @@ import { argumentsCheck } from '../request-validation.js'
 
 export type { Extra }
 /** What each tool call gets from its transport (the service authenticates `apiKey`); `extra` is the call's. */
-export type McpCallContext = (extra: Extra) => { apiKey?: string | undefined; requestId: string }
+export type McpCallContext = (extra: Extra) => { apiKey?: string | undefined; requestId: string; trace?: TraceContext | undefined }
 export interface McpServerOptions {
   /** Called with unexpected (`INTERNAL`) errors, which clients see without detail. */
   logError?: (err: unknown, requestId: string) => void

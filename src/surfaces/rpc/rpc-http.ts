@@ -72,7 +72,7 @@ export function rpcHttpRoutes(app: FastifyInstance, service: SessionService): vo
     async (req, reply) => {
       if (req.body === undefined) return parseError('Parse error: the body is empty.')
       const ctx = callContext(req)
-      const out = await dispatch(service, req.body, { ctx: { apiKey: ctx.apiKey, requestId: ctx.requestId } })
+      const out = await dispatch(service, req.body, { ctx: { apiKey: ctx.apiKey, requestId: ctx.requestId, trace: ctx.trace } })
       if (out === undefined) return reply.code(204).send(null)
       return out
     },

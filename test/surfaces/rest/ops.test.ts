@@ -115,6 +115,7 @@ t.test('CORS for configured origins', async (t) => {
   t.equal(pre.status, 204)
   t.equal(pre.headers.get('access-control-allow-origin'), 'https://dash.example.com')
   t.match(pre.headers.get('access-control-allow-headers') ?? '', /idempotency-key/)
+  t.match(pre.headers.get('access-control-allow-headers') ?? '', /traceparent, tracestate/, 'traced browser pages may send trace context')
   const other = await fetch(`${h.url}/v1/capabilities`, { headers: { origin: 'https://evil.example.com' } })
   t.equal(other.headers.get('access-control-allow-origin'), null)
 })
