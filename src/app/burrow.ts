@@ -70,6 +70,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).',
       () => memory.indexBacklog!(),
     )
+  metrics.watch('burrow_turns_queued', 'Turn requests waiting for their session (on_busy: queue) on this replica.', built.queuedTurns)
   const app = await buildHttpServer(config, built.service, metrics, logger, tracer)
   const drain = new HttpDrain(app.server)
   let closing: Promise<void> | null = null

@@ -43,6 +43,8 @@ export interface BuiltService {
   memory?: MemoryStore
   /** Present with the memory store: the embedder's `id` (model and dimensions), for the start-up log. */
   embedder?: string
+  /** Turn requests waiting for their session on this replica (the `burrow_turns_queued` gauge). */
+  queuedTurns(): number
   close(): Promise<void>
 }
 
@@ -186,6 +188,7 @@ async function build(
     ...(indexer ? { indexer } : {}),
     ...(memory ? { memory } : {}),
     ...(embedderId ? { embedder: embedderId } : {}),
+    queuedTurns: () => sessions.queuedTurns(),
     close: closeAll,
   }
   if (!stored || !projector) return { service, ...parts }

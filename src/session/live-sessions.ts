@@ -256,6 +256,13 @@ export class LiveSessions {
     return n
   }
 
+  /** Turn requests waiting for a session here (`on_busy: queue`), all sessions together. */
+  queuedTurns(): number {
+    let n = 0
+    for (const s of this.live.values()) n += s.slot.queued
+    return n
+  }
+
   /** What runs on the live sessions now (turns and manual compactions). */
   running(): RunningWork[] {
     return [...this.live.values()].flatMap((s) => (s.running ? [s.running] : []))

@@ -66,6 +66,8 @@ t.test('the busy policy', async (t) => {
       return r.status === 409 && r.body.data?.reason === 'queue_full' ? r : undefined
     })
     t.match(full!.body, { code: 'SESSION_BUSY', data: { reason: 'queue_full', queued: 16 } })
+    const metrics = await api.get('/metrics')
+    t.match(metrics.body, /^burrow_turns_queued 16$/m, 'the queue depth is on /metrics')
     const interrupted = await api.post(`/v1/sessions/${id}/interrupt`)
     t.equal(interrupted.body.interrupted, true)
     t.equal((await first).body.code, 'INTERRUPTED')
