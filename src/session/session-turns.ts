@@ -124,8 +124,12 @@ export class SessionTurns {
         this.admit(tenant, id, req.on_busy ?? 'reject', ctx, (s, release) =>
           sessions.exclusive(s, async () => {
             try {
-              if (req.on_busy === 'interrupt' && req.tool_results === undefined) await this.closePaused(s)
-              return await this.runTurn(s, turnStart(s, req, this.rules, op === 'session/resume'), ctx)
+              // on_busy interrupt closes a turn paused for tool results — once the new request is known to be valid.
+              const replacing =
+                req.on_busy === 'interrupt' && req.tool_results === undefined && s.record.open_turn?.state === 'requires_action'
+              const start = turnStart(s, req, this.rules, op === 'session/resume', replacing)
+              if (replacing) await this.closePaused(s)
+              return await this.runTurn(s, start, ctx)
             } finally {
               release() // the next turn in line starts at once, under this lease if it is still held
             }
@@ -142,7 +146,6 @@ export class SessionTurns {
 
   /** `on_busy: interrupt` ends a turn paused for tool results as an interrupt would, before the new turn starts. */
   private async closePaused(session: LiveSession): Promise<void> {
-    if (session.record.open_turn?.state !== 'requires_action') return
     await closeOpenTurn(session, 'INTERRUPTED', SUPERSEDED)
     await this.parts.sessions.settle(session)
   }

@@ -121,8 +121,17 @@ export function sessionChanges(current: SessionConfig, req: UpdateSession, deps:
   return out
 }
 
-/** Checks a turn request against the session's state; throws before anything is recorded. */
-export function turnStart(session: LiveSession, req: StartTurn, rules: TurnRules, allowContinue = false): TurnStart {
+/**
+ * Checks a turn request against the session's state; throws before anything is recorded.
+ * `replacingPaused`: a turn paused for tool results is to be closed for this one (`on_busy: interrupt`).
+ */
+export function turnStart(
+  session: LiveSession,
+  req: StartTurn,
+  rules: TurnRules,
+  allowContinue = false,
+  replacingPaused = false,
+): TurnStart {
   if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
   if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
   const hasInput = req.input !== undefined
@@ -131,7 +140,7 @@ export function turnStart(session: LiveSession, req: StartTurn, rules: TurnRules
   if (!hasInput && !hasResults && !allowContinue) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
   const open = session.record.open_turn
   if (!hasResults) {
-    if (open) {
+    if (open && !(replacingPaused && open.state === 'requires_action')) {
       const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
       throw new BurrowError(
         'SESSION_BUSY',

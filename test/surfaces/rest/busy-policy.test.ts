@@ -111,6 +111,13 @@ t.test('the busy policy', async (t) => {
     const queued = await api.turn(id, { input: 'next', on_busy: 'queue' })
     t.equal(queued.status, 409)
     t.same(queued.body.data.pending_tool_call_ids, ['p1'])
+    const invalid = await api.turn(id, { input: 'next', on_busy: 'interrupt', tool_choice: { type: 'tool', name: 'nope' } })
+    t.equal(invalid.status, 400)
+    t.same(
+      (await api.get(`/v1/sessions/${id}`)).body.pending_tool_calls.map((c: any) => c.id),
+      ['p1'],
+      'an invalid request closes nothing',
+    )
     fake.enqueue({ api: 'openai', text: 'fresh start' })
     const replaced = await api.turn(id, { input: 'next', on_busy: 'interrupt' })
     t.match(replaced.body, { status: 'completed', turn: 2, output_text: 'fresh start' })
