@@ -114,6 +114,7 @@ export class SessionTurns {
     const session = await sessions.get(tenant, id)
     // With leases, taking the session's lease closes such a turn (LiveSessions.exclusive).
     if (!sessions.leased && (await closeAbandonedTurn(session))) await sessions.settle(session)
+    const allowContinue = op === 'session/resume'
     return this.idempotent(
       ctx,
       tenant,
@@ -121,27 +122,43 @@ export class SessionTurns {
       id,
       req,
       () =>
-        this.admit(tenant, id, req.on_busy ?? 'reject', ctx, (s, release) =>
-          sessions.exclusive(s, async () => {
-            try {
-              // on_busy interrupt closes a turn paused for tool results — once the new request is known to be valid.
-              const replacing =
-                req.on_busy === 'interrupt' && req.tool_results === undefined && s.record.open_turn?.state === 'requires_action'
-              const start = turnStart(s, req, this.rules, op === 'session/resume', replacing)
-              if (replacing) await this.closePaused(s)
-              return await this.runTurn(s, start, ctx)
-            } finally {
-              release() // the next turn in line starts at once, under this lease if it is still held
-            }
-          }),
+        this.admit(
+          tenant,
+          id,
+          req.on_busy ?? 'reject',
+          ctx,
+          (s, release) =>
+            sessions.exclusive(s, async () => {
+              try {
+                // on_busy interrupt closes a turn paused for tool results — once the new request is known to be valid.
+                const replacing =
+                  req.on_busy === 'interrupt' && req.tool_results === undefined && s.record.open_turn?.state === 'requires_action'
+                const start = turnStart(s, req, this.rules, { allowContinue, replacingPaused: replacing })
+                if (replacing) await this.closePaused(s)
+                return await this.runTurn(s, start, ctx)
+              } finally {
+                release() // the next turn in line starts at once, under this lease if it is still held
+              }
+            }),
+          // A new turn's request is checked before it waits or interrupts: an invalid one never cancels anything.
+          req.tool_results === undefined
+            ? (s) => void turnStart(s, req, this.rules, { allowContinue, ahead: true, replacingPaused: req.on_busy === 'interrupt' })
+            : undefined,
         ),
       (outcome) => this.replayOutcome(session.id, outcome, ctx),
     )
   }
 
   /** Runs `run` holding the session's slot, as the busy policy says (turn-admission.ts). */
-  private admit<T>(tenant: string, id: string, policy: OnBusy, ctx: CallContext, run: Admitted<T>): Promise<T> {
-    return admitted(this.admission, tenant, id, policy, ctx.onQueued, run)
+  private admit<T>(
+    tenant: string,
+    id: string,
+    policy: OnBusy,
+    ctx: CallContext,
+    run: Admitted<T>,
+    precheck?: (session: LiveSession) => void,
+  ): Promise<T> {
+    return admitted(this.admission, tenant, id, policy, ctx.onQueued, run, precheck)
   }
 
   /** `on_busy: interrupt` ends a turn paused for tool results as an interrupt would, before the new turn starts. */

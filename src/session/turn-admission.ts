@@ -41,6 +41,8 @@ export async function admitted<T>(
   policy: OnBusy,
   onQueued: ((position: number | null) => void) | undefined,
   run: Admitted<T>,
+  /** Checks the request before it waits or interrupts anything: a request that would be refused then is refused now. */
+  precheck?: (session: LiveSession) => void,
 ): Promise<T> {
   let told = false
   const queued = (position: number | null) => {
@@ -52,6 +54,7 @@ export async function admitted<T>(
   let interruptedElsewhere = false
   for (;;) {
     const session = await deps.sessions.get(tenant, id)
+    if (policy !== 'reject') precheck?.(session)
     if (policy === 'interrupt') session.running?.signal.abort(new BurrowError('INTERRUPTED', SUPERSEDED))
     if (policy === 'reject') {
       if (!session.slot.tryTake()) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${id}.`)

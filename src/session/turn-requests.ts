@@ -122,25 +122,29 @@ export function sessionChanges(current: SessionConfig, req: UpdateSession, deps:
 }
 
 /**
- * Checks a turn request against the session's state; throws before anything is recorded.
- * `replacingPaused`: a turn paused for tool results is to be closed for this one (`on_busy: interrupt`).
+ * How a turn request is checked: `allowContinue`, neither input nor results (resume);
+ * `replacingPaused`, a turn paused for tool results is closed for it (`on_busy: interrupt`);
+ * `ahead`, checked before it waits in line or interrupts: what runs now is not a refusal.
  */
-export function turnStart(
-  session: LiveSession,
-  req: StartTurn,
-  rules: TurnRules,
-  allowContinue = false,
-  replacingPaused = false,
-): TurnStart {
+export interface TurnStartOptions {
+  allowContinue?: boolean
+  replacingPaused?: boolean
+  ahead?: boolean
+}
+
+/** Checks a turn request against the session's state; throws before anything is recorded. */
+export function turnStart(session: LiveSession, req: StartTurn, rules: TurnRules, opts: TurnStartOptions = {}): TurnStart {
+  const { allowContinue = false, replacingPaused = false, ahead = false } = opts
   if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${session.id} is archived.`)
-  if (session.running) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
+  if (session.running && !ahead) throw new BurrowError('SESSION_BUSY', `A turn is already running on session ${session.id}.`)
   const hasInput = req.input !== undefined
   const hasResults = req.tool_results !== undefined
   if (hasInput && hasResults) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
   if (!hasInput && !hasResults && !allowContinue) throw invalidRequest('body', "must have exactly one of 'input' or 'tool_results'")
   const open = session.record.open_turn
   if (!hasResults) {
-    if (open && !(replacingPaused && open.state === 'requires_action')) {
+    const waitedFor = open?.state === 'running' ? ahead : replacingPaused // what the request may wait for or close
+    if (open && !waitedFor) {
       const pending = open.pending_tool_calls.filter((c) => open.client_tool_call_ids.includes(c.id)).map((c) => c.id)
       throw new BurrowError(
         'SESSION_BUSY',

@@ -88,6 +88,15 @@ t.test('the busy policy', async (t) => {
     fake.enqueue({ api: 'openai', hang: 'body' }, { api: 'openai', text: 'the new answer' })
     const first = api.turn(id, { input: 'stalls' })
     await running(id)
+    for (const on_busy of ['interrupt', 'queue']) {
+      const invalid = await api.turn(id, { input: 'bad', on_busy, tool_choice: { type: 'tool', name: 'nope' } })
+      t.match(
+        invalid.body,
+        { code: 'INVALID_REQUEST', field: 'body/tool_choice/name' },
+        `${on_busy}: refused at once, before waiting or interrupting`,
+      )
+    }
+    t.equal((await api.get(`/v1/sessions/${id}`)).body.running, true, 'the running turn goes on')
     const second = await api.turn(id, { input: 'instead', on_busy: 'interrupt' })
     t.equal(second.status, 200)
     t.match(second.body, { turn: 2, output_text: 'the new answer' })
