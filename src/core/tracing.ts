@@ -1,3 +1,5 @@
+import { toBurrowError } from './errors.js'
+
 /**
  * Tracing seam: the service opens spans; the app decides whether they go anywhere. With
  * tracing off the tracer is {@link NO_TRACING}: `start` returns one shared no-op span and
@@ -42,6 +44,22 @@ export const NOOP_SPAN: Span = {
   set() {},
   fail() {},
   end() {},
+}
+
+/**
+ * Runs `work` as `span`'s work: a failure marks the span failed with the error's table code (and is
+ * rethrown), and the span ends either way.
+ */
+export async function withinSpan<T>(span: Span, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    const e = toBurrowError(err)
+    span.fail(e.code, e.message)
+    throw err
+  } finally {
+    span.end()
+  }
 }
 
 export const NO_TRACING: Tracer = {

@@ -1,8 +1,7 @@
-import { toBurrowError } from '../core/errors.js'
 import type { LlmClient, LlmDelta, LlmRequest, LlmResponse } from '../core/llm.js'
 import type { Telemetry } from '../core/telemetry.js'
 import type { ModelSettings } from '../core/wire.js'
-import type { TraceContext, Tracer } from '../core/tracing.js'
+import { withinSpan, type TraceContext, type Tracer } from '../core/tracing.js'
 
 /**
  * Wraps a provider so that every LLM call — a turn's and a compaction's alike — counts its
@@ -42,20 +41,14 @@ export class InstrumentedLlmClient implements LlmClient {
     if (s?.temperature !== undefined) span.set('gen_ai.request.temperature', s.temperature)
     if (s?.top_p !== undefined) span.set('gen_ai.request.top_p', s.top_p)
     if (s?.stop) span.set('gen_ai.request.stop_sequences', s.stop)
-    try {
+    return withinSpan(span, async () => {
       const resp = this.counted(req.model, await this.inner.complete(withTrace(req, span.context), onDelta))
       span.set('gen_ai.response.model', req.model)
       span.set('gen_ai.usage.input_tokens', resp.usage.input_tokens)
       span.set('gen_ai.usage.output_tokens', resp.usage.output_tokens)
       span.set('gen_ai.response.finish_reasons', [resp.stopReason])
       return resp
-    } catch (err) {
-      const e = toBurrowError(err)
-      span.fail(e.code, e.message)
-      throw err
-    } finally {
-      span.end()
-    }
+    })
   }
 
   private counted(model: string, resp: LlmResponse): LlmResponse {

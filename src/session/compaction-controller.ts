@@ -1,7 +1,7 @@
 import type { Compactor } from '../core/compactor.js'
 import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
-import { NO_TRACING, type Span, type Tracer } from '../core/tracing.js'
+import { NO_TRACING, withinSpan, type Span, type Tracer } from '../core/tracing.js'
 import type { EffectiveCompaction, SessionRecord } from '../core/session-record.js'
 import type { CompactionOutcome } from '../core/wire.js'
 import { CompactionError } from './default-compactor.js'
@@ -58,20 +58,14 @@ export class CompactionController {
     span.set('burrow.session.id', turn.session.id)
     span.set('burrow.turn.number', turn.number)
     span.set('burrow.compaction.manual', manual)
-    try {
+    return withinSpan(span, async () => {
       const outcome = await this.compact(turn, cfg, manual, span)
       span.set('burrow.compaction.compacted', outcome.compacted)
       span.set('burrow.compaction.messages_before', outcome.messages_before)
       span.set('burrow.compaction.messages_after', outcome.messages_after)
       if (outcome.reason) span.set('burrow.compaction.reason', outcome.reason)
       return outcome
-    } catch (err) {
-      const e = toBurrowError(err)
-      span.fail(e.code, e.message)
-      throw err
-    } finally {
-      span.end()
-    }
+    })
   }
 
   private async compact(turn: Turn, cfg: EffectiveCompaction, manual: boolean, span: Span): Promise<CompactionOutcome> {

@@ -1,6 +1,6 @@
-import { BurrowError, invalidRequest, toBurrowError } from '../core/errors.js'
+import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { MemoryEntry, MemoryStore } from '../core/memory-store.js'
-import { NO_TRACING, type TraceContext, type Tracer } from '../core/tracing.js'
+import { NO_TRACING, withinSpan, type TraceContext, type Tracer } from '../core/tracing.js'
 import type { MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery, MemorySearchQuery, MemorySearchResult, Page } from '../core/wire.js'
 
 /** Any session id a memory request names must be one of the caller's (else SESSION_NOT_FOUND). */
@@ -112,17 +112,11 @@ async function searchSpan<T extends readonly unknown[]>(
     span.set('gen_ai.operation.name', 'execute_tool')
     span.set('gen_ai.tool.name', 'memory_search')
   }
-  try {
+  return withinSpan(span, async () => {
     const hits = await run()
     span.set('burrow.memory.results', hits.length)
     return hits
-  } catch (err) {
-    const e = toBurrowError(err)
-    span.fail(e.code, e.message)
-    throw err
-  } finally {
-    span.end()
-  }
+  })
 }
 
 function item(e: MemoryEntry): MemoryItem {

@@ -5,7 +5,7 @@ import type { Logger } from '../core/logger.js'
 import { textOf, type ToolCall, type ToolDefinition, type ToolUseBlock } from '../core/messages.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { Telemetry } from '../core/telemetry.js'
-import { NO_TRACING, type Tracer } from '../core/tracing.js'
+import { NO_TRACING, withinSpan, type Tracer } from '../core/tracing.js'
 import type { BuiltinTool } from '../core/tools.js'
 import type { ModelSettings, TurnResult } from '../core/wire.js'
 import { checkBudget } from './budget.js'
@@ -91,19 +91,13 @@ export class TurnRunner {
     span.set('burrow.turn.number', turn.number)
     span.set('burrow.turn.start', start.kind)
     turn.trace = span.context ?? turn.trace
-    try {
+    span.set('burrow.turn.status', 'failed') // until the turn ends otherwise
+    return withinSpan(span, async () => {
       const result = await this.runTurn(turn, start)
       span.set('burrow.turn.status', result.status)
       span.set('burrow.turn.stop_reason', result.stop_reason)
       return result
-    } catch (err) {
-      const e = toBurrowError(err)
-      span.set('burrow.turn.status', 'failed')
-      span.fail(e.code, e.message)
-      throw err
-    } finally {
-      span.end()
-    }
+    })
   }
 
   private async runTurn(turn: Turn, start: TurnStart): Promise<TurnResult> {
