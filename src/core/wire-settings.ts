@@ -67,20 +67,10 @@ export const SETTING_FIELDS = {
 } satisfies Record<string, TSchema>
 
 type Fields = typeof SETTING_FIELDS
-const optional = <K extends keyof Fields>(k: K) => Type.Optional(SETTING_FIELDS[k])
-
-export const ModelSettingsSchema = Type.Object(
-  {
-    temperature: optional('temperature'),
-    top_p: optional('top_p'),
-    max_tokens: optional('max_tokens'),
-    stop: optional('stop'),
-    tool_choice: optional('tool_choice'),
-    response_format: optional('response_format'),
-    reasoning_effort: optional('reasoning_effort'),
-  },
-  { ...Strict, description: "Model settings: a turn's own override the session's defaults field by field." },
-)
+export const ModelSettingsSchema = Type.Partial(Type.Object(SETTING_FIELDS), {
+  ...Strict,
+  description: "Model settings: a turn's own override the session's defaults field by field.",
+})
 export type ModelSettings = Static<typeof ModelSettingsSchema>
 export type ToolChoice = Static<typeof ToolChoiceSchema>
 export type ResponseFormat = Static<typeof ResponseFormatSchema>
