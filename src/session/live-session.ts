@@ -99,13 +99,15 @@ export class LiveSession {
       throw this.failed()
     }
     this.lastActive = Date.now()
+    // The caller of the work that emits them gets them, even when other work runs by the time they are published.
+    const sink = this.running?.sink ?? null
     if (!pending && !this.gate) {
-      for (const e of out) this.deliver(e)
+      for (const e of out) this.deliver(e, sink)
       return out
     }
     this.chain(async () => {
       await pending
-      for (const e of out) this.deliver(e)
+      for (const e of out) this.deliver(e, sink)
     })
     return out
   }
@@ -126,13 +128,20 @@ export class LiveSession {
       at: this.now().toISOString(),
       data: { text },
     }
-    if (this.gate) this.chain(() => this.deliver(e))
-    else this.deliver(e)
+    const sink = this.running?.sink ?? null
+    if (this.gate) this.chain(() => this.deliver(e, sink))
+    else this.deliver(e, sink)
   }
 
   /** Resolves when every event emitted so far is durable and published; rejects with the commit's error (`STORE_UNAVAILABLE` on a full disk) if one could not be stored. */
   async settled(): Promise<void> {
     while (this.gate) await this.gate
+    if (this.broken) throw this.failed()
+  }
+
+  /** As {@link settled}, for the events emitted until now only: events emitted while it waits are not waited for. */
+  async settledSoFar(): Promise<void> {
+    if (this.gate) await this.gate
     if (this.broken) throw this.failed()
   }
 
@@ -153,9 +162,8 @@ export class LiveSession {
     })
   }
 
-  private deliver(e: EventEnvelope): void {
+  private deliver(e: EventEnvelope, sink: ((e: EventEnvelope) => void) | null): void {
     this.publish(e)
-    const sink = this.running?.sink
     if (sink) {
       try {
         sink(e)

@@ -198,10 +198,13 @@ export class LiveSessions {
     this.hub.drop(id, control)
   }
 
-  /** Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them (also when another replica took the session over: reason `lease_lost`), INTERNAL for a conflict. */
-  async settle(session: LiveSession): Promise<void> {
+  /**
+   * Waits until the session's committed events are durable (an acknowledgement); STORE_UNAVAILABLE if the store could not write them (also when another replica took the session over: reason `lease_lost`), INTERNAL for a conflict.
+   * `so-far`: only the events emitted until now, not those that work started meanwhile emits (a queued turn's).
+   */
+  async settle(session: LiveSession, scope: 'all' | 'so-far' = 'all'): Promise<void> {
     try {
-      await session.settled()
+      await (scope === 'all' ? session.settled() : session.settledSoFar())
     } catch (err) {
       const e = toBurrowError(err)
       if (e.data?.reason === 'lease_lost')

@@ -135,7 +135,7 @@ export class SessionTurns {
                   req.on_busy === 'interrupt' && req.tool_results === undefined && s.record.open_turn?.state === 'requires_action'
                 const start = turnStart(s, req, this.rules, { allowContinue, replacingPaused: replacing })
                 if (replacing) await this.closePaused(s)
-                return await this.runTurn(s, start, ctx)
+                return await this.runTurn(s, start, ctx, release)
               } finally {
                 release() // the next turn in line starts at once, under this lease if it is still held
               }
@@ -167,24 +167,34 @@ export class SessionTurns {
     await this.parts.sessions.settle(session)
   }
 
-  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext): Promise<TurnResult> {
+  /**
+   * Runs a turn holding the session's slot. The slot is given up (`release`) as soon as the turn's last
+   * event is emitted, before it is durable: a turn queued behind it then starts at once, and its first
+   * events join the same group commit (docs/api.md "The busy policy"). This turn's answer still waits
+   * until its own events are durable — and only its own.
+   */
+  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext, release: () => void): Promise<TurnResult> {
     const turn = Turn.starting(session, start, ctx.onEvent ?? null)
     turn.trace = ctx.trace
     const t0 = performance.now()
     session.running = turn
     const done = this.parts.runner.run(turn, start)
     turn.done = done
+    const ended = () => {
+      if (session.running === turn) session.running = null
+      release()
+    }
     try {
       const result = await done
-      await this.parts.sessions.settle(session) // acknowledged only once durable
+      ended()
+      await this.parts.sessions.settle(session, 'so-far') // acknowledged only once durable
       this.parts.telemetry.turnEnded(result.status, (performance.now() - t0) / 1000)
       return result
     } catch (err) {
+      ended()
       this.parts.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
-      await this.parts.sessions.settle(session)
+      await this.parts.sessions.settle(session, 'so-far')
       throw err
-    } finally {
-      session.running = null
     }
   }
 

@@ -32,7 +32,7 @@ t.test('the busy policy', async (t) => {
       { api: 'openai', text: 'slow answer', chunkSize: 4, delayMs: 150 },
       ...['b', 'c', 'd'].map((x) => ({ api: 'openai' as const, text: `answer ${x}` })),
     )
-    const first = api.turn(id, { input: 'first' })
+    const first = await api.sse(`/v1/sessions/${id}/turns`, { method: 'POST', body: { input: 'first' } })
     await running(id)
     const streams = []
     for (const [i, x] of ['b', 'c', 'd'].entries()) {
@@ -42,12 +42,19 @@ t.test('the busy policy', async (t) => {
       t.match(queued, { event: 'turn_queued', id: undefined, data: { type: 'turn_queued', session_id: id, data: { position: i + 1 } } })
       streams.push(s)
     }
-    t.equal((await first).body.turn, 1)
+    // The slot passes on as a turn's last event is emitted, before it is durable: each caller still gets
+    // its own turn's events, all of them, and none of the next one's.
+    const firstFrames = await first.until((f) => f.event === 'turn_completed', 10_000)
+    first.close()
+    t.equal(firstFrames.at(-1)!.data.turn, 1)
+    t.same([...new Set(firstFrames.map((f) => f.data.turn))], [1], "the first caller's stream holds turn 1 only")
     for (const [i, s] of streams.entries()) {
       const frames = await s.until((f) => f.event === 'turn_completed', 10_000)
       const done = frames.at(-1)!
       t.equal(done.data.turn, i + 2, 'queued turns run in the order they came')
       t.equal(done.data.data.output_text, `answer ${'bcd'[i]}`)
+      t.same([...new Set(frames.map((f) => f.data.turn))], [i + 2], `stream ${i + 2} holds its own turn's events only`)
+      t.equal(frames[0]!.event, 'turn_started')
       s.close()
     }
     const log = (await api.get(`/v1/sessions/${id}/event-log?after=0&limit=1000`)).body.events
