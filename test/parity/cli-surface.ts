@@ -66,6 +66,7 @@ export function textFailure(r: CliRun): Outcome {
 
 const FOOTER = /^session (\S+) · turn (\d+) · (\d+) in, (\d+) out(?:, (\d+) compaction)?$/
 const NOTICE = /^\[compaction (started|completed|failed)[:( ]/
+const QUEUED = /^\[queued(?: \(position (\d+)\)| behind a turn on another replica)…\]$/
 
 /**
  * A turn in text mode (`burrow resume <id> <prompt>`): the answer streams to stdout; the
@@ -81,13 +82,17 @@ function textTurn(r: CliRun): TurnOutcome {
     const m = NOTICE.exec(l)
     return m ? [`compaction_${m[1]}`] : []
   })
+  const queued = lines.slice(0, -1).flatMap((l) => {
+    const m = QUEUED.exec(l)
+    return m ? [m[1] === undefined ? null : Number(m[1])] : []
+  })
   const value = {
     session_id: footer[1],
     turn: Number(footer[2]),
     output_text: r.stdout.replace(/\n$/, ''),
     usage: { input_tokens: Number(footer[3]), output_tokens: Number(footer[4]), compaction_tokens: Number(footer[5] ?? 0) },
   }
-  return { outcome: { ok: true, value, partial: true }, streamed: compactionOf(streamed) }
+  return { outcome: { ok: true, value, partial: true }, streamed: compactionOf(streamed), queued }
 }
 
 /** The create request as `burrow run` options: --model, --system, --memory, the rest as --session-config. */

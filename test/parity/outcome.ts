@@ -20,6 +20,8 @@ export interface TurnOutcome {
   streamed: string[] | null
   /** The event envelopes the surface delivered during the turn, where it delivers envelopes (SSE, JSON-RPC notifications). */
   envelopes?: EventEnvelope[]
+  /** What the surface said while the request waited for the session (`on_busy: queue`): each place in line told; absent where it cannot say. */
+  queued?: Array<number | null>
 }
 
 /** The compaction events every streaming surface must show (MCP progress reports only these two). */

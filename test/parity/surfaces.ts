@@ -102,7 +102,12 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
       const stream = await api.sse(path, { method: 'POST', body: { input, ...extra } })
       if (stream.status !== 200) return { outcome: problem(stream.status, stream.headers['content-type'], stream.problem), streamed: [] }
       try {
-        const frames = await stream.until((f) => ['turn_completed', 'turn_failed', 'turn_requires_action'].includes(f.event), 10_000)
+        const all = await stream.until((f) => ['turn_completed', 'turn_failed', 'turn_requires_action'].includes(f.event), 10_000)
+        // turn_queued is a control frame (no seq), not an event of the session.
+        const queued = all
+          .filter((f) => f.event === 'turn_queued')
+          .map((f) => (f.data as { data: { position: number | null } }).data.position)
+        const frames = all.filter((f) => f.event !== 'turn_queued')
         const assembler = new TurnAssembler()
         let outcome: Outcome | undefined
         for (const f of frames) {
@@ -115,6 +120,7 @@ export function restSurface(h: Harness, mode: 'json' | 'sse'): Surface {
           outcome: outcome ?? failure('<no end>', 'the turn stream ended without an outcome', []),
           streamed: compactionOf(frames.map((f) => f.event)),
           envelopes,
+          queued,
         }
       } finally {
         stream.close()
@@ -162,7 +168,7 @@ function rpcOutcome(res: any): Outcome {
 function rpcSurface(
   name: string,
   call: (method: string, params: Params) => Promise<any>,
-  streamed: ((id: string) => EventEnvelope[]) | null,
+  streamed: { events(id: string): EventEnvelope[]; queued(id: string): Array<number | null> } | null,
   close: () => Promise<void>,
 ): Surface {
   const s: Surface = {
@@ -171,11 +177,12 @@ function rpcSurface(
     capabilities: async () => rpcOutcome(await call('capabilities/get', {})),
     open: (req, input) => createThenTurn(s, async () => rpcOutcome(await call('session/create', req)), input),
     async turn(id, input, how = 'start', extra = {}) {
-      const before = streamed?.(id).length ?? 0
+      const before = streamed?.events(id).length ?? 0
+      const queuedBefore = streamed?.queued(id).length ?? 0
       const outcome = rpcOutcome(await call(how === 'start' ? 'turn/start' : 'session/resume', { session_id: id, input, ...extra }))
       if (!streamed) return { outcome, streamed: null }
-      const envelopes = streamed(id).slice(before)
-      return { outcome, streamed: compactionOf(envelopes.map((e) => e.type)), envelopes }
+      const envelopes = streamed.events(id).slice(before)
+      return { outcome, streamed: compactionOf(envelopes.map((e) => e.type)), envelopes, queued: streamed.queued(id).slice(queuedBefore) }
     },
     read: async (id) => rpcOutcome(await call('session/read', { session_id: id })),
     list: async (q) => rpcOutcome(await call('session/list', q)),
@@ -219,6 +226,7 @@ export function rpcStdioSurface(name: string, serve: (input: PassThrough, output
   const served = serve(input, output)
   const pending = new Map<number, (msg: any) => void>()
   const events = new Map<string, EventEnvelope[]>()
+  const queued = new Map<string, Array<number | null>>()
   const problems: string[] = []
   let n = 0
   const lines = createInterface({ input: output, crlfDelay: Infinity })
@@ -228,6 +236,10 @@ export function rpcStdioSurface(name: string, serve: (input: PassThrough, output
       const e = msg.params as EventEnvelope
       if (!events.has(e.session_id)) events.set(e.session_id, [])
       events.get(e.session_id)!.push(e)
+    } else if (msg.method === 'queued') {
+      const { session_id: sid, position } = msg.params as { session_id: string; position: number | null }
+      if (!queued.has(sid)) queued.set(sid, [])
+      queued.get(sid)!.push(position)
     } else if (pending.has(msg.id)) {
       pending.get(msg.id)!(msg)
       pending.delete(msg.id)
@@ -241,17 +253,12 @@ export function rpcStdioSurface(name: string, serve: (input: PassThrough, output
       pending.set(id, resolve)
       input.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
     })
-  return rpcSurface(
-    name,
-    call,
-    (id) => events.get(id) ?? [],
-    async () => {
-      input.end()
-      await served
-      lines.close()
-      if (problems.length > 0) throw new Error(`${name}: ${problems.join('; ')}`)
-    },
-  )
+  return rpcSurface(name, call, { events: (id) => events.get(id) ?? [], queued: (id) => queued.get(id) ?? [] }, async () => {
+    input.end()
+    await served
+    lines.close()
+    if (problems.length > 0) throw new Error(`${name}: ${problems.join('; ')}`)
+  })
 }
 
 export function rpcStdioInProcess(h: Harness): Surface {
@@ -290,7 +297,11 @@ export async function mcpSurface(h: Harness): Promise<Surface> {
       const r = await tool(how === 'start' ? 'turn_run' : 'session_resume', { session_id: id, input, ...extra }, (p) => {
         if (p.message) progress.push(p.message)
       })
-      return { outcome: mcpOutcome(r), streamed: progress.flatMap((m) => (MCP_PROGRESS[m] ? [MCP_PROGRESS[m]!] : [])) }
+      const queued = progress.flatMap((m) => {
+        const q = /^queued(?: \(position (\d+)\)| behind a turn on another replica)$/.exec(m)
+        return q ? [q[1] === undefined ? null : Number(q[1])] : []
+      })
+      return { outcome: mcpOutcome(r), streamed: progress.flatMap((m) => (MCP_PROGRESS[m] ? [MCP_PROGRESS[m]!] : [])), queued }
     },
     read: async (id) => mcpOutcome(await tool('session_read', { session_id: id })),
     list: async (q) => mcpOutcome(await tool('session_list', q)),
