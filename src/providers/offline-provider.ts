@@ -12,8 +12,10 @@ const TOOL_DIRECTIVE = /^\/tool\s+([a-zA-Z0-9_-]{1,64})(?:\s+([\s\S]*))?$/
  * estimated usage, and answers a compaction request with an extractive summary.
  * Of the model settings it honours those with a deterministic meaning: `tool_choice` (none: no
  * tool call; required or a named tool: that call, its input built from the tool's schema),
- * `response_format` (a JSON answer built from the schema, see schema-instance.ts) and `stop`
- * (the answer ends before the first stop sequence). Sampling settings and reasoning effort
+ * `response_format` (a JSON answer built from the schema, see schema-instance.ts), `stop`
+ * (the answer ends before the first stop sequence) and `max_tokens` (an answer longer than that,
+ * counted as its usage is — four characters a token — is cut there, stop_reason `max_tokens`, as
+ * a real model's would be, half a JSON answer included). Sampling settings and reasoning effort
  * change nothing.
  */
 export class OfflineProvider implements LlmClient {
@@ -22,7 +24,8 @@ export class OfflineProvider implements LlmClient {
   readonly defaultModel = 'offline:echo'
 
   async complete(req: LlmRequest, onDelta?: (d: LlmDelta) => void): Promise<LlmResponse> {
-    const { content, stopped } = stopAt(this.shaped(req), req.settings?.stop)
+    const stop = stopAt(this.shaped(req), req.settings?.stop)
+    const { content, cut } = cutAt(stop.content, req.maxTokens)
     const text = textOf(content)
     // Stream word by word, yielding once per few words so the call is interruptible like a real one.
     const pieces = text.match(/\S+\s*|\s+/g) ?? []
@@ -39,7 +42,13 @@ export class OfflineProvider implements LlmClient {
     return {
       content,
       usage: { input_tokens: estimateRequestTokens(req), output_tokens: Math.max(1, estimateTokens(text)) },
-      stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : stopped ? 'stop_sequence' : 'end_turn',
+      stopReason: content.some((b) => b.type === 'tool_use')
+        ? 'tool_use'
+        : stop.stopped
+          ? 'stop_sequence'
+          : cut
+            ? 'max_tokens'
+            : 'end_turn',
     }
   }
 
@@ -94,6 +103,14 @@ export class OfflineProvider implements LlmClient {
 function lastUserText(req: LlmRequest): string {
   const last = req.messages[req.messages.length - 1]
   return last ? textOf(last.content) : ''
+}
+
+/** A text answer cut to `maxTokens` (as estimateTokens counts them: four characters a token); a tool call is never cut. */
+function cutAt(content: ContentBlock[], maxTokens: number): { content: ContentBlock[]; cut: boolean } {
+  if (content.length !== 1 || content[0]!.type !== 'text') return { content, cut: false }
+  const text = content[0]!.text
+  if (estimateTokens(text) <= maxTokens) return { content, cut: false }
+  return { content: [{ type: 'text', text: text.slice(0, maxTokens * 4) }], cut: true }
 }
 
 /** The answer cut before the first stop sequence in its text (a tool call is never cut). */

@@ -189,4 +189,23 @@ t.test('the offline provider honours what it can deterministically', async (t) =
   const shaped = await api.turn(id, { input: 'Oslo', response_format: ANSWER })
   t.equal(shaped.status, 200)
   t.same(shaped.body.output_json, { city: 'echo: Oslo', celsius: 0 })
+
+  // max_tokens: four characters a token, as the usage it reports counts them.
+  const long = 'word '.repeat(40).trim()
+  const cut = await api.turn(id, { input: long, max_tokens: 5 })
+  t.match(cut.body, {
+    status: 'completed',
+    output_text: `echo: ${long}`.slice(0, 20),
+    stop_reason: 'max_tokens',
+    usage: { output_tokens: 5 },
+  })
+  const fits = await api.turn(id, { input: 'short', max_tokens: 5 })
+  t.match(fits.body, { output_text: 'echo: short', stop_reason: 'end_turn' })
+  const defaults = await api.patch(`/v1/sessions/${id}`, { model_settings: { max_tokens: 3 } })
+  t.equal(defaults.status, 200)
+  const byDefault = await api.turn(id, { input: long })
+  t.match(byDefault.body, { output_text: 'echo: word w', stop_reason: 'max_tokens' }, 'the session default applies')
+  // Half a JSON answer is not the schema's: the turn fails as a real model's truncated answer would.
+  const halfJson = await api.turn(id, { input: 'Oslo', response_format: ANSWER })
+  t.match(halfJson.body, { code: 'PROVIDER_ERROR' })
 })
