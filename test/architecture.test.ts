@@ -22,7 +22,7 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   providers: { layers: ['core', 'providers'], packages: /^(node:.*|undici|eventsource-parser)$/ },
   surfaces: {
     layers: ['core', 'surfaces'],
-    packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|@modelcontextprotocol\/.*)$/,
+    packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|re2-wasm|@modelcontextprotocol\/.*)$/,
   },
   client: { layers: ['core', 'client'], packages: /^(node:.*|undici|eventsource-parser)$/ },
   app: { layers: ['core', 'session', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },

@@ -11,6 +11,7 @@ import addFormatsModule from 'ajv-formats'
 import type { TSchema } from 'typebox'
 import type { JsonCheck, SchemaCompiler } from '../core/answer-schema.js'
 import { BurrowError } from '../core/errors.js'
+import { re2RegExp } from './answer-regexp.js'
 import { assertJsonDepth } from './json-depth.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
@@ -66,6 +67,8 @@ export function argumentsCheck(schema: TSchema, root: string): (value: unknown) 
 }
 
 let answerAjv: Ajv | undefined
+/** Schemas compiled by `answerAjv`: Ajv keeps every pattern it compiled, so the instance is replaced now and then. */
+let answerAjvCompiled = 0
 const answerChecks = new Map<string, JsonCheck>()
 /** Compiled answer schemas kept (the oldest goes first): sessions reuse theirs turn after turn. */
 const ANSWER_CHECKS_KEPT = 256
@@ -79,7 +82,13 @@ export const compileAnswerSchema: SchemaCompiler = (schema) => {
   const key = JSON.stringify(schema)
   const known = answerChecks.get(key)
   if (known) return known
-  const ajv = (answerAjv ??= addFormats(new Ajv({ allErrors: false, strict: false, validateSchema: true })))
+  if (!answerAjv || answerAjvCompiled >= ANSWER_CHECKS_KEPT) {
+    // Patterns run on RE2 (answer-regexp.ts): a client's regular expression cannot take exponential time.
+    answerAjv = addFormats(new Ajv({ allErrors: false, strict: false, validateSchema: true, code: { regExp: re2RegExp } }))
+    answerAjvCompiled = 0
+  }
+  const ajv = answerAjv
+  answerAjvCompiled++
   const validate = ajv.compile(schema)
   ajv.removeSchema(schema) // the function is kept here; Ajv's own cache would grow with every distinct schema
   // An async schema validates through a promise: checked as below, every answer would pass (and a failure reject unobserved).

@@ -112,6 +112,27 @@ t.test('model settings through the real provider clients', async (t) => {
     t.equal(view.turn_count, 3)
   })
 
+  t.test("a schema's pattern cannot stall the service: it runs in linear time on the model's answer", async (t) => {
+    // With a backtracking engine this pattern takes ~2^n steps on n a's and a mismatch at the end: minutes here.
+    const EVIL = {
+      type: 'json_schema',
+      json_schema: {
+        name: 'code',
+        schema: { type: 'object', properties: { code: { type: 'string', pattern: '^(a+)+$' } }, required: ['code'] },
+      },
+    }
+    const id = await api.createSession({ model: 'openai:gpt-4o-mini' })
+    fake.enqueue({ api: 'openai', text: JSON.stringify({ code: `${'a'.repeat(48)}!` }) })
+    const t0 = performance.now()
+    const r = await api.turn(id, { input: 'code?', response_format: EVIL })
+    t.ok(performance.now() - t0 < 5000, 'answered at once')
+    t.match(r.body, { code: 'PROVIDER_ERROR', data: { reason: 'response_format_mismatch' } })
+    t.match(r.body.detail, /must match pattern/)
+    fake.enqueue({ api: 'openai', text: JSON.stringify({ code: 'a'.repeat(48) }) })
+    const ok = await api.turn(id, { input: 'code?', response_format: EVIL })
+    t.same(ok.body.output_json, { code: 'a'.repeat(48) }, 'a matching answer passes')
+  })
+
   t.test('bad settings are INVALID_REQUEST before anything is recorded', async (t) => {
     const id = await api.createSession({ model: 'openai:gpt-4o-mini' })
     const before = (await api.get(`/v1/sessions/${id}`)).body.last_seq
@@ -131,6 +152,16 @@ t.test('model settings through the real provider clients', async (t) => {
           response_format: {
             type: 'json_schema',
             json_schema: { name: 'x', schema: { type: 'object', $ref: 'https://example.com/s.json' } },
+          },
+        },
+        'body/response_format/json_schema/schema',
+      ],
+      [
+        // Patterns run on RE2 (linear time): no lookaround, no backreferences.
+        {
+          response_format: {
+            type: 'json_schema',
+            json_schema: { name: 'x', schema: { type: 'object', properties: { code: { type: 'string', pattern: '^(?!x)' } } } },
           },
         },
         'body/response_format/json_schema/schema',
