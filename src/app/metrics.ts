@@ -9,6 +9,10 @@ export type ModelPrices = ReadonlyMap<string, { input: number; output: number }>
 const LATENCY_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120]
 
 /** Prometheus metrics (prom-client registry), one registry per app instance so several can share a process. */
+/** Distinct models counted under their own name in the LLM token counters; more count as `_other`. */
+export const MAX_MODEL_LABELS = 100
+const OTHER_MODEL = '_other'
+
 export class Metrics implements Telemetry, RestMetrics {
   readonly registry = new Registry()
   readonly contentType: string
@@ -21,6 +25,7 @@ export class Metrics implements Telemetry, RestMetrics {
   private readonly llmTokens: FastCounter
   private readonly llmCost: FastCounter
   private readonly prices: ModelPrices
+  private readonly modelsSeen = new Set<string>()
 
   constructor(opts: { defaultMetrics?: boolean; prices?: ModelPrices } = {}) {
     this.prices = opts.prices ?? new Map()
@@ -78,11 +83,26 @@ export class Metrics implements Telemetry, RestMetrics {
     this.providerDuration.observe([provider, outcome], seconds)
   }
 
-  llmUsage(provider: string, model: string, inputTokens: number, outputTokens: number): void {
+  llmUsage(provider: string, modelName: string, inputTokens: number, outputTokens: number): void {
+    const model = this.modelLabel(provider, modelName)
     this.llmTokens.inc([provider, model, 'input'], inputTokens)
     this.llmTokens.inc([provider, model, 'output'], outputTokens)
-    const price = this.prices.get(`${provider}:${model}`)
+    const price = this.prices.get(`${provider}:${modelName}`)
     if (price) this.llmCost.inc([provider, model], (inputTokens * price.input + outputTokens * price.output) / 1_000_000)
+  }
+
+  /**
+   * A model's label: its name, for the first {@link MAX_MODEL_LABELS} models that answered; `_other`
+   * after that. Model names come from clients (any name the offline provider or an OpenAI-compatible
+   * server takes), and every distinct name would otherwise be new series kept for the life of the
+   * process. Priced models always keep their name.
+   */
+  private modelLabel(provider: string, model: string): string {
+    const key = `${provider}:${model}`
+    if (this.modelsSeen.has(key) || this.prices.has(key)) return model
+    if (this.modelsSeen.size >= MAX_MODEL_LABELS) return OTHER_MODEL
+    this.modelsSeen.add(key)
+    return model
   }
 
   streamOpened(): void {
