@@ -8,11 +8,11 @@ export type ModelPrices = ReadonlyMap<string, { input: number; output: number }>
 
 const LATENCY_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120]
 
-/** Prometheus metrics (prom-client registry), one registry per app instance so several can share a process. */
 /** Distinct models counted under their own name in the LLM token counters; more count as `_other`. */
 export const MAX_MODEL_LABELS = 100
 const OTHER_MODEL = '_other'
 
+/** Prometheus metrics (prom-client registry), one registry per app instance so several can share a process. */
 export class Metrics implements Telemetry, RestMetrics {
   readonly registry = new Registry()
   readonly contentType: string
