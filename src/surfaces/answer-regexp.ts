@@ -16,7 +16,9 @@ const freed = new FinalizationRegistry<{ delete(): void }>((program) => program.
 export function re2RegExp(pattern: string, flags: string): RE2 {
   // re2-wasm requires the `u` flag (Ajv passes it, as JSON Schema patterns are Unicode).
   const re = new RE2(pattern, flags.includes('u') ? flags : `${flags}u`)
-  freed.register(re, (re as unknown as { wrapper: { delete(): void } }).wrapper)
+  // The package keeps the program in a private field; if a release renames it, the program is not freed (a leak), never a crash.
+  const program = (re as unknown as { wrapper?: { delete?: () => void } }).wrapper
+  if (typeof program?.delete === 'function') freed.register(re, program as { delete(): void })
   return re
 }
 /** What Ajv writes into standalone code for this engine (never used here: schemas are compiled at run time). */
