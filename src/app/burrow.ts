@@ -51,7 +51,7 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       'BURROW_EMBEDDINGS_URL overrides BURROW_EMBEDDER: memory embeds through the endpoint',
     )
   const metrics = new Metrics({ defaultMetrics: opts.defaultMetrics ?? true, prices: config.modelPrices })
-  // Tracing off (no OTLP endpoint): the SDK is never imported and every span is the shared no-op one.
+  // Tracing off (no OTLP endpoint): the tracing code is never loaded and every span is the shared no-op one.
   const tracing = config.tracing
     ? (await import('./otel-tracing.js')).openTelemetryTracing(config.tracing, { logger, version: VERSION })
     : undefined

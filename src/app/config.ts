@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import type { EffectiveCompaction } from '../core/session-record.js'
 import type { ProviderHttpOptions } from '../providers/provider-http.js'
 import { StartupError } from './startup-error.js'
+import { DEFAULT_BATCH, SAMPLERS, type BatchSettings, type SamplerName } from './trace-settings.js'
 
 /** Every setting of the service, checked at start-up (docs/configuration.md). */
 export interface Config {
@@ -73,6 +74,11 @@ export interface TracingConfig {
   headers: Record<string, string>
   /** `service.name` of the spans (`OTEL_SERVICE_NAME`, default `burrow`). */
   serviceName: string
+  /** `OTEL_TRACES_SAMPLER` (default `parentbased_always_on`) and its ratio (`OTEL_TRACES_SAMPLER_ARG`, default 1) for the ratio samplers. */
+  sampler: SamplerName
+  samplerRatio: number
+  /** `OTEL_BSP_*`: batching of exports. */
+  batch: BatchSettings
 }
 
 export class ConfigError extends StartupError {
@@ -189,9 +195,18 @@ function tracingConfig(r: Reader): TracingConfig | undefined {
   r.oneOf('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', ['http/json', 'http/protobuf'], 'http/json')
   const headers = { ...r.otlpHeaders('OTEL_EXPORTER_OTLP_HEADERS'), ...r.otlpHeaders('OTEL_EXPORTER_OTLP_TRACES_HEADERS') }
   const serviceName = r.str('OTEL_SERVICE_NAME') ?? 'burrow'
+  const sampler = r.oneOf('OTEL_TRACES_SAMPLER', SAMPLERS, 'parentbased_always_on')
+  const samplerRatio = r.ratio('OTEL_TRACES_SAMPLER_ARG', 1)
+  const batch: BatchSettings = {
+    scheduleDelayMs: r.int('OTEL_BSP_SCHEDULE_DELAY', DEFAULT_BATCH.scheduleDelayMs, 0, 3_600_000),
+    exportTimeoutMs: r.int('OTEL_BSP_EXPORT_TIMEOUT', DEFAULT_BATCH.exportTimeoutMs, 1, 3_600_000),
+    maxQueueSize: r.int('OTEL_BSP_MAX_QUEUE_SIZE', DEFAULT_BATCH.maxQueueSize, 1, 1_000_000),
+    maxExportBatchSize: r.int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', DEFAULT_BATCH.maxExportBatchSize, 1, 1_000_000),
+  }
+  if (batch.maxExportBatchSize > batch.maxQueueSize) r.problem('OTEL_BSP_MAX_EXPORT_BATCH_SIZE must not exceed OTEL_BSP_MAX_QUEUE_SIZE')
   if (r.oneOf('OTEL_SDK_DISABLED', ['true', 'false'], 'false') === 'true') return undefined
   const url = traces ?? (base ? `${base}/v1/traces` : undefined)
-  return url ? { url, headers, serviceName } : undefined
+  return url ? { url, headers, serviceName, sampler, samplerRatio, batch } : undefined
 }
 
 class Reader {
@@ -216,6 +231,22 @@ class Reader {
     if (!/^-?\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
       this.problems.push(`${name} must be an integer from ${min} to ${max} (got '${v}')`)
       return undefined
+    }
+    return n
+  }
+
+  problem(message: string): void {
+    this.problems.push(message)
+  }
+
+  /** A number from 0 to 1. */
+  ratio(name: string, def: number): number {
+    const v = this.str(name)
+    if (v === undefined) return def
+    const n = Number(v)
+    if (!/^\d*\.?\d+(?:e-?\d+)?$/i.test(v) || !(n >= 0 && n <= 1)) {
+      this.problems.push(`${name} must be a number from 0 to 1 (got '${v}')`)
+      return def
     }
     return n
   }

@@ -186,6 +186,9 @@ t.test('tracing: the standard OTEL_ variables; off without an endpoint', async (
     url: 'http://127.0.0.1:4318/v1/traces',
     headers: {},
     serviceName: 'burrow',
+    sampler: 'parentbased_always_on',
+    samplerRatio: 1,
+    batch: { scheduleDelayMs: 5000, exportTimeoutMs: 30_000, maxQueueSize: 2048, maxExportBatchSize: 512 },
   })
   const c = loadConfig({
     OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
@@ -199,6 +202,9 @@ t.test('tracing: the standard OTEL_ variables; off without an endpoint', async (
     url: 'https://traces.example/otlp/v1/traces',
     headers: { 'x-api-key': 'a=b', 'x-team': 'traces' },
     serviceName: 'agents',
+    sampler: 'parentbased_always_on',
+    samplerRatio: 1,
+    batch: { scheduleDelayMs: 5000, exportTimeoutMs: 30_000, maxQueueSize: 2048, maxExportBatchSize: 512 },
   })
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).tracing, undefined)
   try {
@@ -236,6 +242,45 @@ t.test('BURROW_MODEL_PRICES: provider:model=input/output per million tokens', as
       t.fail(`should refuse ${bad}`)
     } catch (err) {
       t.match((err as ConfigError).problems, [/^BURROW_MODEL_PRICES entry 1 must be provider:model=input\/output/], bad)
+    }
+  }
+})
+
+t.test('tracing: the sampler and batch variables', async (t) => {
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }
+  t.match(
+    loadConfig({
+      ...on,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_BSP_EXPORT_TIMEOUT: '1000',
+      OTEL_BSP_MAX_QUEUE_SIZE: '100',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '10',
+    }).tracing,
+    {
+      sampler: 'parentbased_traceidratio',
+      samplerRatio: 0.1,
+      batch: { scheduleDelayMs: 200, exportTimeoutMs: 1000, maxQueueSize: 100, maxExportBatchSize: 10 },
+    },
+  )
+  t.equal(loadConfig({ ...on, OTEL_TRACES_SAMPLER_ARG: '1' }).tracing?.samplerRatio, 1)
+  t.equal(loadConfig({ ...on, OTEL_TRACES_SAMPLER_ARG: '0' }).tracing?.samplerRatio, 0)
+  for (const [name, value] of [
+    ['OTEL_TRACES_SAMPLER', 'jaeger_remote'],
+    ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
+    ['OTEL_TRACES_SAMPLER_ARG', '-0.1'],
+    ['OTEL_TRACES_SAMPLER_ARG', 'half'],
+    ['OTEL_BSP_SCHEDULE_DELAY', '-1'],
+    ['OTEL_BSP_MAX_QUEUE_SIZE', '0'],
+    ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE', '4096'],
+  ] as const) {
+    try {
+      loadConfig({ ...on, [name]: value })
+      t.fail(`${name}=${value} should be refused`)
+    } catch (err) {
+      t.type(err, ConfigError)
+      t.match((err as ConfigError).problems.join('\n'), name, `${name}=${value} is named`)
     }
   }
 })

@@ -194,15 +194,39 @@ t.test('a collector that is down never blocks requests or shutdown', async (t) =
   )
 })
 
-t.test('tracing off loads nothing of the SDK: only app/otel-tracing.ts imports it, and only dynamically', async (t) => {
+t.test('an unsampled caller: no spans recorded, its trace context still reaches the provider', async (t) => {
+  const collector = await startOtlpCollector()
+  t.teardown(() => collector.close())
+  const h = await startBurrow({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url }, { fake: true })
+  const { api, fake } = h
+  const sid = await api.createSession({ model: 'openai:gpt-4o-mini' })
+  const unsampled = hex(16)
+  const sampled = hex(16)
+  fake.enqueue({ text: 'one' }, { text: 'two' })
+  t.equal((await api.turn(sid, { input: 'a' }, { headers: { traceparent: `00-${unsampled}-${hex(8)}-00` } })).status, 200)
+  t.equal((await api.turn(sid, { input: 'b' }, { headers: { traceparent: traceparent(sampled, hex(8)) } })).status, 200)
+  await h.close()
+  const sent = fake.requests.map((r) => String(r.headers.traceparent))
+  t.match(sent[0], new RegExp(`^00-${unsampled}-[0-9a-f]{16}-00$`), 'the unsampled flag flows on')
+  t.match(sent[1], new RegExp(`^00-${sampled}-[0-9a-f]{16}-01$`))
+  t.equal(collector.spans.filter((s) => s.traceId === unsampled).length, 0, 'nothing of the unsampled trace is exported')
+  t.equal(collector.spans.filter((s) => s.traceId === sampled).length, 3, 'request, turn and LLM call of the sampled one')
+})
+
+t.test('tracing off loads no tracing code: only app/burrow.ts imports it, dynamically; no OpenTelemetry SDK', async (t) => {
   const { readdirSync, readFileSync } = await import('node:fs')
   const { join, relative } = await import('node:path')
   const src = new URL('../../src/', import.meta.url).pathname
   const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts')).map((f) => join(src, f))
-  const importsSdk = files.filter((f) => /from '@opentelemetry\//.test(readFileSync(f, 'utf8'))).map((f) => relative(src, f))
-  t.same(importsSdk, ['app/otel-tracing.ts'])
-  const importers = files.filter((f) => readFileSync(f, 'utf8').includes('otel-tracing.js')).map((f) => relative(src, f))
-  t.same(importers, ['app/burrow.ts'])
+  const importers = (name: string) => files.filter((f) => readFileSync(f, 'utf8').includes(`/${name}.js'`)).map((f) => relative(src, f))
+  t.same(
+    files.filter((f) => /from '@opentelemetry\//.test(readFileSync(f, 'utf8'))),
+    [],
+    'spans and export are our own',
+  )
+  t.same(importers('otel-tracing'), ['app/burrow.ts'])
+  t.same(importers('trace-spans').sort(), ['app/otel-tracing.ts', 'app/trace-export.ts'])
+  t.same(importers('trace-export'), ['app/otel-tracing.ts'])
   const burrow = readFileSync(join(src, 'app/burrow.ts'), 'utf8')
   t.notMatch(burrow, /^import .*otel-tracing\.js/m, 'no static import')
   t.match(burrow, /await import\('\.\/otel-tracing\.js'\)/, 'imported when tracing is on')

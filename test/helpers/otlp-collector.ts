@@ -17,6 +17,8 @@ export interface CollectedSpan {
   status: { code: number; message?: string }
   /** The resource's attributes (service.name, …). */
   resource: Record<string, unknown>
+  /** The instrumentation scope the span was sent under. */
+  scope: { name?: string; version?: string }
 }
 
 export interface OtlpCollector {
@@ -78,6 +80,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
             attributes: attributes(s.attributes),
             status: s.status ?? { code: 0 },
             resource,
+            scope: ss.scope ?? {},
           })
     }
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
