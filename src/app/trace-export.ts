@@ -23,7 +23,7 @@ interface Batch {
  * while the batch waits (the garbage collector would copy every waiting span otherwise). A full
  * batch (`maxExportBatchSize`) is sent at once, a partial one after `scheduleDelayMs`, one export
  * in flight at a time; spans beyond `maxQueueSize` are dropped while the collector is slow.
- * Failures are logged (the first at once, then at most one warning a minute with the count),
+ * Failures and drops are logged (the first at once, then at most one warning a minute with the count),
  * never thrown: the collector's state never reaches a request or shutdown.
  */
 export class OtlpJsonExporter {
@@ -39,6 +39,7 @@ export class OtlpJsonExporter {
   private failures = 0
   private dropped = 0
   private lastWarning = -Infinity
+  private lastDropWarning = -Infinity
 
   constructor(
     private readonly url: string,
@@ -59,6 +60,7 @@ export class OtlpJsonExporter {
     if (this.closed) return
     if (this.queued >= this.batch.maxQueueSize) {
       this.dropped++
+      this.droppedWarning()
       return
     }
     const json = spanJson(span)
@@ -139,6 +141,18 @@ export class OtlpJsonExporter {
       'exporting spans failed; they are dropped (tracing goes on, requests are not affected)',
     )
     this.failures = 0
+    this.dropped = 0
+  }
+
+  /** A collector that answers, but slower than spans end: the drops are reported too (throttled like failures). */
+  private droppedWarning(): void {
+    const now = performance.now()
+    if (now - this.lastDropWarning < EXPORT_WARNING_INTERVAL_MS) return
+    this.lastDropWarning = now
+    this.logger.warn(
+      { endpoint: this.url, dropped_spans: this.dropped, queue: this.batch.maxQueueSize },
+      'the trace collector falls behind: spans beyond the queue are dropped (OTEL_BSP_MAX_QUEUE_SIZE)',
+    )
     this.dropped = 0
   }
 }

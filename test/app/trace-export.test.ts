@@ -180,7 +180,7 @@ t.test('export: the OTLP/HTTP JSON document as a receiver reads it, every attrib
 t.test('batching: a full batch goes at once, a partial one after the delay; the queue is bounded', async (t) => {
   const collector = await startOtlpCollector()
   t.teardown(() => collector.close())
-  const { logger } = warnings()
+  const { logger, warned } = warnings()
   const make = (batch: BatchSettings) =>
     new OtlpJsonExporter(`${collector.url}/v1/traces`, {}, { 'service.name': 's' }, { name: 'b', version: '0' }, batch, logger)
   const tracer = (e: OtlpJsonExporter) => recordingTracer('always_on', 1, e.add)
@@ -200,6 +200,8 @@ t.test('batching: a full batch goes at once, a partial one after the delay; the 
     ['POST', 'POST', 'POST'],
     'batches of two',
   )
+  t.equal(warned.length, 1, 'the first drop is reported at once, the next within the minute is not')
+  t.match(warned[0], { dropped_spans: 1, queue: 4, msg: /falls behind/ })
   tb.start('after shutdown', undefined).end()
 
   // One span and a short delay: exported without a shutdown.
