@@ -394,7 +394,12 @@ t.test('MCP with a slow provider: streaming progress, SESSION_BUSY, cancellation
     onprogress: () => abort.abort('changed my mind'),
   })
   await t.rejects(cancelled)
+  // `running` turns false when the turn's last event is emitted; the event list shows it once durable.
   await eventually(async () => !(await h.burrow.service.read(id, ctx)).running, 2000)
+  await eventually(
+    async () => (await h.burrow.service.listEvents(id, { after: 0, limit: 100 }, ctx)).events.at(-1)?.type === 'turn_failed',
+    2000,
+  )
   const events = (await h.burrow.service.listEvents(id, { after: 0, limit: 100 }, ctx)).events
   t.match(events.at(-1), { type: 'turn_failed', turn: 3, data: { code: 'INTERRUPTED' } })
   h.fake.enqueue({ text: 'back' })
