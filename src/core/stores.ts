@@ -52,6 +52,11 @@ export interface JournalRow {
   /** The row's events: seqs `first..last` of the session. */
   first: number
   last: number
+  /**
+   * The stream ids the row may use, from `base` on (default {@link JOURNAL_ROW_SPAN}): fewer when
+   * it shares its span with other rows before it (PostgreSQL: one transaction's rows of a tenant).
+   */
+  span?: number
 }
 
 /** Stream ids per journal row, at most. */
@@ -64,8 +69,9 @@ export const JOURNAL_ROW_SPAN = 1024
  */
 export function streamPosition(row: JournalRow, seq: number): { pos: number; shown: boolean } {
   const index = seq - row.first
-  if (index < JOURNAL_ROW_SPAN - 1) return { pos: row.base + index, shown: true }
-  return { pos: row.base + JOURNAL_ROW_SPAN - 1, shown: seq === row.last }
+  const span = row.span ?? JOURNAL_ROW_SPAN
+  if (index < span - 1) return { pos: row.base + index, shown: true }
+  return { pos: row.base + span - 1, shown: seq === row.last }
 }
 
 /** Session snapshots: derived from the log, a cache that can always be rebuilt from it. */

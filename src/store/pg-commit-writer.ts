@@ -5,10 +5,13 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { isConnectionError } from './pg-pool.js'
 import { commitOrderError } from './commit-order.js'
-import { commitParts } from './pg-session-layout.js'
+import { JOURNAL_ROW_SPAN } from '../core/stores.js'
+import { COMMIT_BATCH, commitBatchValues, type BatchEntry } from './pg-commit-batch.js'
 
-/** Commits of one session waiting for its write in flight to end: merged into the next write. */
+/** One session's commits waiting for a batch, or in one: merged into one entry. */
 interface Queued {
+  sid: string
+  tenant: string
   events: EventEnvelope[]
   snapshot: SessionRecord
   /** The fencing token of the newest commit merged in (they are one session's, made in order). */
@@ -18,215 +21,191 @@ interface Queued {
   reject: (err: unknown) => void
 }
 
-/** One session's write path: at most one write in flight, and what queued up behind it. */
-interface Lane {
-  inflight: Queued | null
-  /** The last seq written or being written by this process. */
-  last: number
-  queued: Queued | null
-}
-
-// One statement per commit, so a commit costs one round trip and is atomic without BEGIN/COMMIT
-// (bench/pg-driver.bench.ts: 1.5–1.8× the commits/s of the same writes as a transaction). The events
-// (the first row with the history messages they appended, pg-session-layout.ts) and usage chunks
-// are inserted only when the session's row matched: a session's first commit inserts the row (none
-// may exist), a later one updates it only where the stored log ends right before the batch, no
-// commit with a newer fencing token has written, and — unless the batch stores the history whole —
-// the stored history is the one the batch extends. A mismatch inserts nothing.
-const EVENTS = `INSERT INTO events (tenant, session_id, seq, turn, type, at, data, m)
-  SELECT $1, $2, u.seq, u.turn, u.type, u.at, u.data, u.m
-  FROM unnest($14::bigint[], $15::integer[], $16::text[], $17::text[], $18::json[], $19::json[]) AS u(seq, turn, type, at, data, m)
-  WHERE EXISTS (SELECT 1 FROM s)`
-const USAGE = `usage_rows AS (INSERT INTO session_usage (tenant, session_id, chunk, usage)
-  SELECT $1, $2, c.chunk, c.usage FROM unnest($20::integer[], $21::json[]) AS c(chunk, usage) WHERE EXISTS (SELECT 1 FROM s)
-  ON CONFLICT (tenant, session_id, chunk) DO UPDATE SET usage = excluded.usage)`
-// The tenant journal's row (pg-tenant-journal.ts): the statement's own transaction id orders it.
-const JOURNAL = `journal_row AS (INSERT INTO tenant_log (tenant, xid, session_id, first, last)
-  SELECT $1, pg_current_xact_id(), $2, $13::bigint + 1, $9 WHERE EXISTS (SELECT 1 FROM s))`
-const FIRST_COMMIT = `WITH s AS (
-  INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
-    head, config, notes, messages_from, message_count, generation, forked_from)
-  SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12::json, $22::json, $23::json, 1, $24, $25, $26::json WHERE $13::bigint = 0
-  ON CONFLICT DO NOTHING RETURNING 1),
-${USAGE},
-${JOURNAL}
-${EVENTS}`
-const NEXT_COMMIT = `WITH s AS (
-  UPDATE sessions SET status = $3, created_at = $4, updated_at = $5, model = $6, metadata = $7::json, turn_count = $8,
-    last_seq = $9, running = $10, fence = $11, head = $12::json, notes = coalesce($23::json, notes), config = coalesce($27::json, config),
-    messages_from = CASE WHEN $22::boolean THEN $13::bigint + 1 ELSE messages_from END, message_count = $24, generation = $25
-  WHERE tenant = $1 AND session_id = $2 AND last_seq = $13 AND fence <= $11
-    AND ($22::boolean OR (message_count = $26 AND generation = $25))
-  RETURNING 1),
-${USAGE},
-${JOURNAL}
-${EVENTS}`
+/** Batches written at once: the second lets one session's long write not hold up every other session's. */
+const MAX_FLIGHTS = 2
+/** Sessions per statement at most. */
+const MAX_BATCH = 256
+/** Retries of a batch PostgreSQL chose as a deadlock's victim (only other replicas' statements on the same sessions can cause one). */
+const DEADLOCK_RETRIES = 3
 
 /**
- * The PostgreSQL write path. A session has one write in flight at a time (its seqs must land in
- * order); commits made meanwhile queue and go as one write when it ends — the events of all of
- * them and the snapshot after the last (a turn's start and its answer, when the model answered
- * first, cost one statement). Sessions write in parallel, each on a pool connection, and the
- * database's group commit shares WAL flushes between them.
+ * The PostgreSQL write path: group commit at the session level, as on LMDB (lmdb-batch-writer.ts).
+ * `commit()` queues; a batch — one statement (pg-commit-batch.ts) — writes every session queued
+ * when it starts, so the sessions of a busy replica share one round trip, one transaction and one
+ * WAL flush, and a session that committed several times meanwhile (a turn's start and its answer,
+ * when the model answered first) writes once. At most {@link MAX_FLIGHTS} batches are in flight; a
+ * session is in at most one of them (its seqs must land in order), and its commits made meanwhile
+ * wait for the next.
  *
- * A write is all or nothing. One that fails rejects its commits and those queued behind it (their
- * events no longer follow the stored log); a connection failure is `STORE_UNAVAILABLE` and makes
- * the store unhealthy; a newer fencing token on the session is `STORE_UNAVAILABLE` with reason
- * `lease_lost` (another replica took the session over: errors.ts `leaseLost`); a log that does not
- * end where the batch starts, or a stored history other than the one the batch extends, is a
- * conflict (an Error: INTERNAL).
+ * A session's write is all or nothing, and the other sessions of its batch do not depend on it. One
+ * that fails rejects its commits and those queued behind it (their events no longer follow the stored
+ * log); a connection failure is `STORE_UNAVAILABLE` for the whole batch and makes the store
+ * unhealthy; a newer fencing token on the session is `STORE_UNAVAILABLE` with reason `lease_lost`
+ * (another replica took the session over: errors.ts `leaseLost`); a log that does not end where the
+ * entry starts, or a stored history other than the one it extends, is a conflict (an Error: INTERNAL).
  */
 export class PgCommitWriter {
-  private readonly lanes = new Map<string, Lane>()
-  private readonly inflight = new Set<Promise<void>>()
+  /** Per session, its commits waiting for a batch. */
+  private readonly pending = new Map<string, Queued>()
+  /** Per session, its entry in a batch in flight (until that entry's outcome is known). */
+  private readonly flying = new Map<string, Queued>()
+  private readonly flights = new Set<Promise<void>>()
   /** Told of each write once committed (tenant, session, its first and last seq): the replicas' change feed. */
   onCommitted: ((tenant: string, sessionId: string, first: number, last: number) => void) | null = null
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly health: WriteHealth,
+    /** This replica's name in the leases table (its commits under a lease need the lease row to be its own). */
+    private readonly owner: string,
   ) {}
 
   /** `fence`: the token of the session's lease the commit is made under (0: none). */
   commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0): Promise<void> {
     const sid = snapshot.session_id
     if (events.length === 0) return this.settledFor(sid)
-    let lane = this.lanes.get(sid)
-    const next = lane ? (lane.queued ? lane.queued.events[lane.queued.events.length - 1]!.seq : lane.last) + 1 : events[0]!.seq
+    const waiting = this.pending.get(sid)
+    const ahead = waiting ?? this.flying.get(sid)
+    const next = ahead ? ahead.events[ahead.events.length - 1]!.seq + 1 : events[0]!.seq
     const refused = commitOrderError(events, snapshot, next)
     if (refused) return Promise.reject(refused)
-    if (lane?.queued) {
-      for (const e of events) lane.queued.events.push(e)
-      lane.queued.snapshot = snapshot
-      lane.queued.fence = fence
-      return lane.queued.settled
+    if (waiting) {
+      for (const e of events) waiting.events.push(e)
+      waiting.snapshot = snapshot
+      waiting.fence = fence
+      return waiting.settled
     }
-    const q = queued(events.slice(), snapshot, fence)
-    if (lane?.inflight) {
-      lane.queued = q
-      return q.settled
-    }
-    lane ??= { inflight: null, last: 0, queued: null }
-    this.lanes.set(sid, lane)
-    this.start(sid, lane, q)
+    const q = queued(sid, events.slice(), snapshot, fence)
+    this.pending.set(sid, q)
+    this.pump()
     return q.settled
   }
 
   /** Resolves once the writes of `sid` started or queued so far have ended (either way). */
   async settledFor(sid: string): Promise<void> {
-    const lane = this.lanes.get(sid)
-    // A queued write starts only after the one in flight ends, and is rejected if that one fails.
-    const p = lane?.queued?.settled ?? lane?.inflight?.settled
+    // A waiting entry is written only after the one in flight ends, and is rejected if that one fails.
+    const p = this.pending.get(sid)?.settled ?? this.flying.get(sid)?.settled
     if (p) await p.catch(() => undefined)
   }
 
   /** Resolves once every write started or queued so far has ended. */
   async idle(): Promise<void> {
-    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight])
+    while (this.flights.size > 0) await Promise.allSettled([...this.flights])
   }
 
-  private start(sid: string, lane: Lane, q: Queued): void {
-    lane.inflight = q
-    lane.last = q.events[q.events.length - 1]!.seq
-    const p = this.write(q).then(
-      () => {
-        this.onCommitted?.(q.snapshot.config.tenant, sid, q.events[0]!.seq, q.events[q.events.length - 1]!.seq)
-        q.resolve()
-        this.next(sid, lane, undefined)
-      },
-      (err: unknown) => {
-        q.reject(err)
-        this.next(sid, lane, err)
-      },
-    )
-    this.inflight.add(p)
-    void p.finally(() => this.inflight.delete(p))
-  }
-
-  private next(sid: string, lane: Lane, err: unknown): void {
-    lane.inflight = null
-    const q = lane.queued
-    lane.queued = null
-    if (q && err === undefined) return this.start(sid, lane, q)
-    if (this.lanes.get(sid) === lane) this.lanes.delete(sid)
-    if (!q) return
-    // Fenced out, the commits behind are too, for the same reason: they get the same answer.
-    if (err instanceof BurrowError && err.data?.reason === 'lease_lost') return q.reject(err)
-    q.reject(storeUnavailable(new Error(`an earlier write of the session failed (${(err as Error).message})`), `events of session ${sid}`))
-  }
-
-  /** One statement: the events and what the snapshot as it is now adds to the stored one (the live record: serialized here, synchronously). */
-  private async write(q: Queued): Promise<void> {
-    const s = q.snapshot
-    const sid = s.session_id
-    const first = q.events[0]!.seq
-    const last = q.events[q.events.length - 1]!.seq
-    if (s.last_seq !== last) throw new Error(`snapshot of ${sid} is at seq ${s.last_seq}, log at ${last}`)
-    const n = q.events.length
-    const seqs = new Array<number>(n)
-    const turns = new Array<number>(n)
-    const types = new Array<string>(n)
-    const ats = new Array<string>(n)
-    const data = new Array<string>(n)
-    for (let i = 0; i < n; i++) {
-      const e = q.events[i]!
-      seqs[i] = e.seq
-      turns[i] = e.turn
-      types[i] = e.type
-      ats[i] = e.at
-      data[i] = JSON.stringify(e.data)
+  /** Starts batches while fewer than MAX_FLIGHTS are in flight and some session waits with nothing in flight. */
+  private pump(): void {
+    while (this.flights.size < MAX_FLIGHTS) {
+      const batch = this.take()
+      if (batch.length === 0) return
+      const flight = this.fly(batch)
+        .catch((err: unknown) => {
+          // Unexpected (a bug): the batch's commits still get an answer.
+          for (const { q } of batch) if (this.flying.get(q.sid) === q) this.failed(q, err)
+        })
+        .finally(() => {
+          this.flights.delete(flight)
+          this.pump()
+        })
+      this.flights.add(flight)
     }
-    const parts = commitParts(q.events, s)
-    const m = new Array<string | null>(n).fill(null)
-    m[0] = parts.part
-    const values: unknown[] = [
-      s.config.tenant,
-      sid,
-      s.status,
-      s.created_at,
-      s.updated_at,
-      s.config.model,
-      JSON.stringify(s.config.metadata ?? {}),
-      s.turn_count,
-      s.last_seq,
-      s.open_turn?.state === 'running',
-      q.fence,
-      parts.head,
-      first - 1,
-      seqs,
-      turns,
-      types,
-      ats,
-      data,
-      m,
-      parts.usageChunks,
-      parts.usageRows,
-    ]
-    // The first commit stores the configuration; a later one says whether it stores the history whole and what it extends.
-    if (first === 1)
-      values.push(
-        JSON.stringify(s.config),
-        parts.notes,
-        s.messages.length,
-        s.history_generation,
-        JSON.stringify(s.config.forked_from ?? null),
-      )
-    else values.push(parts.whole, parts.notes, s.messages.length, s.history_generation, parts.from, parts.config)
-    let written: number
+  }
+
+  /**
+   * The sessions of the next batch, moved from waiting to flying, each with its journal row's start:
+   * a tenant's rows of one transaction share its span of stream ids (pg-tenant-journal.ts), so a
+   * session whose events would not fit after its tenant's others waits for the next batch.
+   */
+  private take(): Array<BatchEntry & { q: Queued }> {
+    const batch: Array<BatchEntry & { q: Queued }> = []
+    const used = new Map<string, number>()
+    for (const [sid, q] of this.pending) {
+      if (batch.length >= MAX_BATCH) break
+      if (this.flying.has(sid)) continue
+      const start = used.get(q.tenant)
+      const n = q.events.length
+      if (start !== undefined && start + n > JOURNAL_ROW_SPAN - 1) continue
+      used.set(q.tenant, (start ?? 0) + n)
+      batch.push({ q, events: q.events, snapshot: q.snapshot, fence: q.fence, journalStart: start ?? 0 })
+    }
+    for (const { q } of batch) {
+      this.pending.delete(q.sid)
+      this.flying.set(q.sid, q)
+    }
+    return batch
+  }
+
+  /** Writes a batch and settles each of its sessions' commits. */
+  private async fly(batch: ReadonlyArray<BatchEntry & { q: Queued }>): Promise<void> {
+    const entries: Array<BatchEntry & { q: Queued }> = []
+    for (const e of batch) {
+      const last = e.events[e.events.length - 1]!.seq
+      if (e.snapshot.last_seq === last) entries.push(e)
+      else this.failed(e.q, new Error(`snapshot of ${e.q.sid} is at seq ${e.snapshot.last_seq}, log at ${last}`))
+    }
+    if (entries.length === 0) return
+    let written: Set<string>
     try {
-      const r = await this.pool.query(
-        first === 1
-          ? { name: 'burrow_first_commit', text: FIRST_COMMIT, values }
-          : { name: 'burrow_next_commit', text: NEXT_COMMIT, values },
-      )
-      written = r.rowCount ?? 0
+      written = await this.write(entries)
     } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw conflict(sid, first)
-      if (isConnectionError(err)) this.health.failed(err)
-      throw storeUnavailable(err, `events of session ${sid}`)
+      if (err instanceof Conflict && entries.length > 1) {
+        // Some session's events are already stored (this process had its log wrong): each alone tells which.
+        await Promise.all(entries.map((e) => this.fly([e])))
+        return
+      }
+      const e = err instanceof Conflict ? conflict(entries[0]!.q.sid, entries[0]!.events[0]!.seq) : err
+      for (const { q } of entries) this.failed(q, e)
+      return
     }
-    this.health.succeeded()
-    if (written !== n) throw await this.refusal(s.config.tenant, sid, first, q.fence)
+    await Promise.all(
+      entries.map(async ({ q }) => {
+        if (written.has(q.sid)) return this.succeeded(q)
+        this.failed(q, await this.refusal(q.tenant, q.sid, q.events[0]!.seq, q.fence))
+      }),
+    )
+  }
+
+  private succeeded(q: Queued): void {
+    this.flying.delete(q.sid)
+    // Its listener catches its own failures (pg-session-repository.ts): the commit is durable either way.
+    try {
+      this.onCommitted?.(q.tenant, q.sid, q.events[0]!.seq, q.events[q.events.length - 1]!.seq)
+    } finally {
+      q.resolve()
+    }
+  }
+
+  /** The session's entry failed: it and what waits behind it are rejected (their events no longer follow the stored log). */
+  private failed(q: Queued, err: unknown): void {
+    this.flying.delete(q.sid)
+    q.reject(err)
+    const behind = this.pending.get(q.sid)
+    if (!behind) return
+    this.pending.delete(q.sid)
+    // Fenced out, the commits behind are too, for the same reason: they get the same answer.
+    if (err instanceof BurrowError && err.data?.reason === 'lease_lost') return behind.reject(err)
+    behind.reject(
+      storeUnavailable(new Error(`an earlier write of the session failed (${(err as Error).message})`), `events of session ${q.sid}`),
+    )
+  }
+
+  /** One statement for the batch; the sessions it wrote. */
+  private async write(entries: readonly BatchEntry[]): Promise<Set<string>> {
+    const values = commitBatchValues(entries, this.owner)
+    const what = entries.length === 1 ? `events of session ${entries[0]!.snapshot.session_id}` : `events of ${entries.length} sessions`
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const r = await this.pool.query({ name: 'burrow_commit_batch', text: COMMIT_BATCH, values })
+        this.health.succeeded()
+        return new Set((r.rows as Array<{ session_id: string }>).map((row) => row.session_id))
+      } catch (err) {
+        const code = (err as { code?: string }).code
+        if (code === '23505') throw new Conflict()
+        if (code === '40P01' && attempt < DEADLOCK_RETRIES) continue
+        if (isConnectionError(err)) this.health.failed(err)
+        throw storeUnavailable(err, what)
+      }
+    }
   }
 
   /**
@@ -237,7 +216,7 @@ export class PgCommitWriter {
    * another replica's now, and none of this process's writes under its old token can land.
    */
   private async refusal(tenant: string, sid: string, first: number, fence: number): Promise<Error> {
-    let row: { fence: string; last_seq: string } | undefined
+    let row: { fence: string; last_seq: string; lease: string | null; owner: string | null } | undefined
     try {
       const r = await this.pool.query({ name: 'burrow_commit_refusal', text: REFUSAL, values: [tenant, sid] })
       row = r.rows[0] as typeof row
@@ -245,7 +224,10 @@ export class PgCommitWriter {
       if (isConnectionError(err)) this.health.failed(err)
       return storeUnavailable(err, `events of session ${sid}`)
     }
-    if (row && Number(row.fence) > fence) return leaseLost(sid)
+    // A newer token, or (under a lease) a lease row that no longer holds this token for this replica: a
+    // crashed database forgot the lease (and may have given its token again).
+    const leased = fence === 0 || (Number(row?.lease ?? 0) === fence && row?.owner === this.owner)
+    if (row && (Number(row.fence) > fence || !leased)) return leaseLost(sid)
     const at = row ? `seq ${row.last_seq}` : 'no session'
     return new Error(
       `commit out of order for ${sid}: the batch starts at seq ${first}, the stored log has ${at} (or the stored history is not the one the commit extends)`,
@@ -253,18 +235,22 @@ export class PgCommitWriter {
   }
 }
 
-const REFUSAL = 'SELECT fence, last_seq FROM sessions WHERE tenant = $1 AND session_id = $2'
+/** A batch's statement hit a unique key: some session's events are stored already. */
+class Conflict extends Error {}
+
+const REFUSAL = `SELECT s.fence, s.last_seq, l.token AS lease, l.owner FROM sessions s
+  LEFT JOIN leases l ON l.tenant = s.tenant AND l.session_id = s.session_id WHERE s.tenant = $1 AND s.session_id = $2`
 
 function conflict(sid: string, first: number): Error {
   return new Error(`commit out of order for ${sid}: the stored log already holds seq ${first} or after`)
 }
 
-function queued(events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {
+function queued(sid: string, events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {
   let resolve!: () => void
   let reject!: (err: unknown) => void
   const settled = new Promise<void>((res, rej) => {
     resolve = res
     reject = rej
   })
-  return { events, snapshot, fence, settled, resolve, reject }
+  return { sid, tenant: snapshot.config.tenant, events, snapshot, fence, settled, resolve, reject }
 }

@@ -149,6 +149,16 @@ CREATE TABLE tenant_log_pruned (
 ALTER TABLE sessions ADD COLUMN forked_from json;
 `,
   },
+  {
+    version: 8,
+    description:
+      "the tenant journal holds several rows per transaction: a batch commits many sessions, each row at its start in the transaction's span",
+    // Existing rows, one per transaction, start at 0: their stream ids do not change.
+    sql: `
+ALTER TABLE tenant_log ADD COLUMN start integer NOT NULL DEFAULT 0;
+ALTER TABLE tenant_log DROP CONSTRAINT tenant_log_pkey, ADD PRIMARY KEY (tenant, xid, start);
+`,
+  },
 ]
 
 /** The schema version this code writes. */

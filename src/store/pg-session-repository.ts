@@ -114,7 +114,7 @@ export class PgSessionRepository implements SessionRepository {
     /** What start-up's migration found and applied. */
     readonly migrated: Migrated,
   ) {
-    this.writer = new PgCommitWriter(pool, db.health)
+    this.writer = new PgCommitWriter(pool, db.health, opts.replicaId)
     this.journal = new PgTenantJournal(pool, db, opts.journalKeep, (err) => opts.onError?.(err, 'pruning the tenant journal'))
     this.writer.onCommitted = (tenant, sessionId, first, last) => {
       this.journal.advanced(tenant, true)

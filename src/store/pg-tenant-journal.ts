@@ -10,8 +10,13 @@ const PRUNE_EVERY = 1024
 // Rows from the one holding `after` on, and the snapshot's xmin: the oldest transaction still
 // running. A row is shown only below it — every transaction before it has ended, so no row can
 // still appear before one shown. The snapshot is the statement's own: rows and xmin agree.
-const ROWS = `SELECT xid::text AS xid, session_id, first, last, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
-  FROM tenant_log WHERE tenant = $1 AND xid >= $2::text::xid8 ORDER BY xid LIMIT $3`
+// Rows of the transaction holding `after` count only where they reach past it ($4: its offset in the
+// span; a row's last id is `start + last - first`, or the span's last): a transaction's rows may be
+// more than a page.
+const ROWS = `SELECT xid::text AS xid, start, session_id, first, last, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+  FROM tenant_log WHERE tenant = $1 AND xid >= $2::text::xid8
+    AND (xid > $2::text::xid8 OR least(start + (last - first), ${JOURNAL_ROW_SPAN - 1}) > $4)
+  ORDER BY xid, start LIMIT $3`
 const HORIZON = `SELECT pg_snapshot_xmin(s)::text AS xmin, pg_snapshot_xmax(s)::text AS xmax,
   (SELECT upto::text FROM tenant_log_pruned WHERE tenant = $1) AS pruned FROM pg_current_snapshot() AS s`
 // Keeps the newest `$2` rows of the tenant and remembers up to where it pruned.
@@ -21,9 +26,11 @@ const PRUNE = `WITH cut AS (SELECT xid FROM tenant_log WHERE tenant = $1 ORDER B
   ON CONFLICT (tenant) DO UPDATE SET upto = greatest(tenant_log_pruned.upto, excluded.upto)`
 
 /**
- * The tenant journal on PostgreSQL (`tenant_log`: [tenant, xid] → [session, first, last]). Each
- * commit statement inserts its row with the id of its own transaction (pg-commit-writer.ts), so
- * no counter is shared between commits and replicas do not wait on each other. Transaction ids
+ * The tenant journal on PostgreSQL (`tenant_log`: [tenant, xid, start] → [session, first, last]).
+ * Each commit statement inserts a row per session it writes with the id of its own transaction
+ * (pg-commit-batch.ts), so no counter is shared between commits and replicas do not wait on each
+ * other. A transaction's rows of one tenant share its span of stream ids: each starts where the
+ * one before it ends (`start`), and only the last may run past the span. Transaction ids
  * are handed out in the order transactions start, not commit: a row becomes readable once every
  * older transaction of the cluster has ended (`pg_snapshot_xmin`), and from then on nothing can
  * be committed before it. A row's base is its xid × JOURNAL_ROW_SPAN — a stream id stays below
@@ -67,13 +74,20 @@ export class PgTenantJournal implements TenantJournal {
   }
 
   async rowsAfter(tenant: string, after: number, limit: number): Promise<{ rows: JournalRow[]; waiting: boolean }> {
-    const values = [tenant, String(Math.max(0, Math.floor(after / JOURNAL_ROW_SPAN))), limit + 1]
+    const xid = Math.max(0, Math.floor(after / JOURNAL_ROW_SPAN))
+    const values = [tenant, String(xid), limit + 1, after < 0 ? -1 : after - xid * JOURNAL_ROW_SPAN]
     const r = await this.db.read(() => this.pool.query({ name: 'burrow_journal_rows', text: ROWS, values }), 'the tenant journal')
     const rows: JournalRow[] = []
-    for (const row of r.rows as Array<{ xid: string; session_id: string; first: string; last: string; xmin: string }>) {
+    for (const row of r.rows as Array<{ xid: string; start: number; session_id: string; first: string; last: string; xmin: string }>) {
       const xid = Number(row.xid)
       if (xid >= Number(row.xmin)) return { rows: rows.slice(0, limit), waiting: true }
-      const j = { base: xid * JOURNAL_ROW_SPAN, sessionId: row.session_id, first: Number(row.first), last: Number(row.last) }
+      const j: JournalRow = {
+        base: xid * JOURNAL_ROW_SPAN + row.start,
+        span: JOURNAL_ROW_SPAN - row.start,
+        sessionId: row.session_id,
+        first: Number(row.first),
+        last: Number(row.last),
+      }
       if (streamPosition(j, j.last).pos > after) rows.push(j) // else delivered whole already
     }
     return { rows: rows.slice(0, limit), waiting: false }

@@ -127,6 +127,25 @@ t.test(
   },
 )
 
+t.test('a version-7 database: its tenant journal rows keep their stream ids (start 0), and a transaction may hold several', async (t) => {
+  const db = await tempDatabase(t, 'migrate')
+  const p = pool(t, db.url)
+  await migrate(p, MIGRATIONS.slice(0, 7))
+  await p.query(`INSERT INTO tenant_log VALUES ('t', '41', 's1', 1, 3), ('t', '42', 's2', 1, 1)`)
+  t.same(await migrate(p), { from: 7, to: SCHEMA_VERSION, applied: ALL.slice(7) })
+  const rows = (await p.query('SELECT xid::text, start, session_id FROM tenant_log ORDER BY xid')).rows
+  t.same(rows, [
+    { xid: '41', start: 0, session_id: 's1' },
+    { xid: '42', start: 0, session_id: 's2' },
+  ])
+  await p.query(`INSERT INTO tenant_log (tenant, xid, start, session_id, first, last) VALUES ('t', '42', 1, 's3', 1, 2)`)
+  await t.rejects(
+    p.query(`INSERT INTO tenant_log (tenant, xid, start, session_id, first, last) VALUES ('t', '42', 1, 's4', 1, 1)`),
+    { code: '23505' },
+    'one row per start of a transaction',
+  )
+})
+
 t.test('a migration that fails applies nothing of the run, and releases the lock', async (t) => {
   const db = await tempDatabase(t, 'migrate')
   const p = pool(t, db.url)

@@ -87,6 +87,14 @@ t.test('a commit carrying an older fencing token than the last one stored is ref
   const repo = await open(db.url)
   t.teardown(() => repo.close())
   const log = new SessionLog(sessionId(2))
+  // As a lease taken by this replica would leave it: a commit under a token needs its lease row.
+  const lease = (n: number) =>
+    direct.query(
+      `INSERT INTO leases VALUES ($1, $2, 'test', $3, now() + interval '1 hour')
+       ON CONFLICT (tenant, session_id) DO UPDATE SET token = excluded.token`,
+      [log.record?.config.tenant ?? config().tenant, log.id, n],
+    )
+  await lease(token)
   for (const c of [log.create(), log.turn('with token 5')]) await repo.commit(c.events, c.record, token)
   const row = async () => (await direct.query('SELECT fence, last_seq, head::text FROM sessions')).rows[0]
   const before = await row()
@@ -117,6 +125,7 @@ t.test('a commit carrying an older fencing token than the last one stored is ref
   t.ok(repo.writable(), 'a fencing refusal is not an outage: the store stays healthy')
 
   token = 6
+  await lease(token)
   const retry = new SessionLog(log.id)
   for (const e of stored) retry.add(e.turn, { type: e.type, data: e.data })
   const fresh = retry.turn('the new owner')
