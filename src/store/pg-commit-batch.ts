@@ -14,19 +14,20 @@ export interface BatchEntry {
 
 // One statement writes every session of a batch, so a batch costs one round trip and one
 // transaction, and is atomic without BEGIN/COMMIT (bench/pg-driver.bench.ts: a statement makes
-// 1.5–1.8× the commits/s of the same writes as a transaction). Per session (`i`, one row each):
-// a first commit inserts the session's row (none may exist); a later one updates it only where
-// the stored log ends right before the entry's events, no commit with a newer fencing token has
-// written (nor was its lease forgotten, below), and — unless the entry stores the history whole —
-// the stored history is the one it extends. Only the sessions whose row was written (`w`) get their events (the first row with the
-// history messages they appended, pg-session-layout.ts), usage chunks and tenant-journal row (keyed
-// by the statement's own transaction id and the entry's start in its span); the statement returns
-// them. A session whose row did not match stores nothing, and the others are written all the same.
+// 1.5–1.8× the commits/s of the same writes as a transaction). Per session (`i`, one row each): a
+// first commit inserts the session's row (none may exist); a later one updates it only where the
+// stored log ends right before the entry's events, no commit with a newer fencing token has
+// written, and — unless the entry stores the history whole — the stored history is the one it
+// extends. Only the sessions whose row was written (`w`) get their events (the first row with the
+// history messages they appended, pg-session-layout.ts), usage chunks and tenant-journal row
+// (keyed by the statement's own transaction id and the entry's start in its span); the statement
+// returns them. A session whose row did not match stores nothing; the others are written all the same.
+//
 // A commit made under a lease (a token above 0) also needs the session's lease row to hold that
-// token for this replica ($34):
-// leases are taken and released without waiting for their WAL flush (pg-leases.ts), and a database
-// that crashed before flushing one has forgotten it — commits under its token must then be refused.
-// Once a commit is durable, so is every lease taken before it (the WAL is flushed in order).
+// token for this replica ($34): leases are taken and released without waiting for their WAL flush
+// (pg-leases.ts), and a database that crashed before flushing one has forgotten it — commits under
+// its token must then be refused. Once a commit is durable, so is every lease taken before it (the
+// WAL is flushed in order).
 const LEASED = `(i.fence = 0 OR EXISTS (SELECT 1 FROM leases l
   WHERE l.tenant = i.tenant AND l.session_id = i.session_id AND l.token = i.fence AND l.owner = $34))`
 
