@@ -38,6 +38,17 @@ export interface RunningWork {
  */
 export class LiveSession {
   running: RunningWork | null = null
+  /**
+   * Turns that ended here whose events are not all durable yet. A turn gives up the session's slot
+   * at its last event, so a queued turn starts at once; the session still reads as running until
+   * the ended turn's events can be listed.
+   */
+  settling = 0
+
+  /** What the session's view says: work runs, or an ended turn's events are still being made durable. */
+  get active(): boolean {
+    return this.running !== null || this.settling > 0
+  }
   /** Held by whatever runs on the session here, and the line of turns waiting for it (turn-slot.ts). */
   readonly slot = new TurnSlot()
   lastActive = Date.now()

@@ -191,7 +191,7 @@ export class LocalSessionService implements SessionService {
     const tenant = this.mayRead(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.current(tenant, id)
-    return toView(s.record, s.running !== null)
+    return toView(s.record, s.active)
   }
 
   async list(q: SessionQuery, ctx: CallContext): Promise<Page<SessionSummary>> {

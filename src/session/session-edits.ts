@@ -57,5 +57,5 @@ export async function updateSession(
     s.emit(s.record.turn_count, [{ type: 'session_updated', data: { changes } }])
     await sessions.settle(s)
   }
-  return toView(s.record, s.running !== null)
+  return toView(s.record, s.active)
 }

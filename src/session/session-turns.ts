@@ -180,8 +180,12 @@ export class SessionTurns {
     session.running = turn
     const done = this.parts.runner.run(turn, start)
     turn.done = done
+    let settling = false
     const ended = () => {
       if (session.running === turn) session.running = null
+      // The session reads as running until this turn's events are durable (listed), then not.
+      if (!settling) session.settling++
+      settling = true
       release()
     }
     try {
@@ -195,6 +199,8 @@ export class SessionTurns {
       this.parts.telemetry.turnEnded('failed', (performance.now() - t0) / 1000)
       await this.parts.sessions.settle(session, 'so-far')
       throw err
+    } finally {
+      if (settling) session.settling--
     }
   }
 
