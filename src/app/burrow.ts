@@ -70,6 +70,13 @@ export async function createBurrow(config: Config, opts: { logger?: PinoLogger; 
       'Memory entries acknowledged but not yet in the vector index (searched exactly meanwhile).',
       () => memory.indexBacklog!(),
     )
+  if (tracing)
+    metrics.watchCounter(
+      'burrow_trace_spans_dropped_total',
+      'Spans not exported, by reason: queue_full (the collector falls behind), export_failed (it refused or could not be reached).',
+      'reason',
+      tracing.dropped,
+    )
   metrics.watch('burrow_turns_queued', 'Turn requests waiting for their session (on_busy: queue) on this replica.', built.queuedTurns)
   const app = await buildHttpServer(config, built.service, metrics, logger, tracer)
   const drain = new HttpDrain(app.server)

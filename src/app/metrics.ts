@@ -1,4 +1,4 @@
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import type { Telemetry } from '../core/telemetry.js'
 import type { RestMetrics } from '../surfaces/rest/rest-api.js'
 import { FastCounter, FastHistogram } from './fast-metrics.js'
@@ -126,6 +126,20 @@ export class Metrics implements Telemetry, RestMetrics {
       registers: [this.registry],
       collect() {
         this.set(read())
+      },
+    })
+  }
+
+  /** A counter with one label, its values read when /metrics is scraped (they only grow). */
+  watchCounter(name: string, help: string, label: string, read: () => Readonly<Record<string, number>>): void {
+    new Counter({
+      name,
+      help,
+      labelNames: [label],
+      registers: [this.registry],
+      collect() {
+        this.reset()
+        for (const [value, n] of Object.entries(read())) this.inc({ [label]: value }, n)
       },
     })
   }

@@ -7,6 +7,8 @@ import { recordingTracer } from './trace-spans.js'
 /** Tracing on: the tracer, and the flush that shutdown awaits. */
 export interface OtelTracing {
   tracer: Tracer
+  /** Spans lost since start, by reason (`burrow_trace_spans_dropped_total`). */
+  dropped(): Readonly<Record<'queue_full' | 'export_failed', number>>
   /** Exports what is buffered and stops; resolves within `timeoutMs` whatever the collector does, never rejects. */
   shutdown(timeoutMs: number): Promise<void>
 }
@@ -31,6 +33,7 @@ export function openTelemetryTracing(config: TracingConfig, opts: { logger: Logg
   let stopped: Promise<void> | null = null
   return {
     tracer,
+    dropped: () => exporter.lost,
     shutdown(timeoutMs) {
       stopped ??= (async () => {
         let timer: NodeJS.Timeout | undefined

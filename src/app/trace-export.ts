@@ -38,6 +38,8 @@ export class OtlpJsonExporter {
   private readonly head: Buffer
   private failures = 0
   private dropped = 0
+  /** Spans lost since start, by why: the queue was full (a slow collector), or their export failed. */
+  readonly lost = { queue_full: 0, export_failed: 0 }
   private lastWarning = -Infinity
   private lastDropWarning = -Infinity
 
@@ -60,6 +62,7 @@ export class OtlpJsonExporter {
     if (this.closed) return
     if (this.queued >= this.batch.maxQueueSize) {
       this.dropped++
+      this.lost.queue_full++
       this.droppedWarning()
       return
     }
@@ -133,6 +136,7 @@ export class OtlpJsonExporter {
 
   private failed(spans: number, err: unknown): void {
     this.failures++
+    this.lost.export_failed += spans
     const now = performance.now()
     if (now - this.lastWarning < EXPORT_WARNING_INTERVAL_MS) return
     this.lastWarning = now

@@ -202,6 +202,7 @@ t.test('batching: a full batch goes at once, a partial one after the delay; the 
   )
   t.equal(warned.length, 1, 'the first drop is reported at once, the next within the minute is not')
   t.match(warned[0], { dropped_spans: 1, queue: 4, msg: /falls behind/ })
+  t.same(bounded.lost, { queue_full: 2, export_failed: 0 }, 'counted: burrow_trace_spans_dropped_total')
   tb.start('after shutdown', undefined).end()
 
   // One span and a short delay: exported without a shutdown.
@@ -239,4 +240,5 @@ t.test('a collector that refuses exports: logged once with the count, never thro
   t.equal(warned.length, 1, 'one warning within the minute')
   t.match(warned[0], { spans: 1, failed_exports: 1, endpoint: url, msg: /exporting spans failed/ })
   t.match(String((warned[0]!.err as Error).message), /503/)
+  t.same(exporter.lost, { queue_full: 0, export_failed: 3 }, 'every span of the refused batches counted')
 })

@@ -4,7 +4,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
-import { startBurrow } from '../helpers/harness.js'
+import { eventually, startBurrow } from '../helpers/harness.js'
 import { startOtlpCollector, type CollectedSpan } from '../helpers/otlp-collector.js'
 
 const MEM = { BURROW_SESSION_STORE: 'lmdb', BURROW_MEMORY_STORE: 'hnsw', BURROW_COMPACTION: 'on', BURROW_DURABILITY: 'relaxed' }
@@ -169,6 +169,7 @@ t.test('tracing unset: no export is attempted and no traceparent is sent', async
   fake.enqueue({ text: 'hello' })
   const r = await api.turn(sid, { input: 'hi' }, { headers: { traceparent: traceparent(hex(16), hex(8)) } })
   t.equal(r.status, 200)
+  t.notMatch(String((await api.get('/metrics')).body), /burrow_trace_spans_dropped_total/, 'no tracing metric either')
   await h.close()
   t.equal(fake.requests[0]!.headers.traceparent, undefined, 'the provider call carries no trace context')
   t.equal(collector.requests.length, 0)
@@ -180,11 +181,20 @@ t.test('a collector that is down never blocks requests or shutdown', async (t) =
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
   const port = (probe.address() as { port: number }).port
   await new Promise<void>((resolve) => probe.close(() => resolve()))
-  const h = await startBurrow({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` }, { fake: true })
+  const h = await startBurrow({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_BSP_SCHEDULE_DELAY: '20' }, { fake: true })
   const { api, fake } = h
+  const dropped = async () => {
+    const text = String((await api.get('/metrics')).body)
+    return Object.fromEntries(
+      [...text.matchAll(/^burrow_trace_spans_dropped_total\{reason="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
+    )
+  }
+  t.same(await dropped(), { queue_full: 0, export_failed: 0 }, 'nothing lost yet: both reasons at 0')
   const sid = await api.createSession({ model: 'openai:gpt-4o-mini' })
   fake.enqueue({ text: 'hello' })
   t.equal((await api.turn(sid, { input: 'hi' })).status, 200)
+  const lost = await eventually(async () => ((await dropped()).export_failed ?? 0) >= 3 && (await dropped()), 10_000)
+  t.match(lost, { export_failed: Number, queue_full: 0 }, 'the spans of the failed exports are counted on /metrics')
   const t0 = performance.now()
   await h.close()
   t.ok(performance.now() - t0 < 15_000, 'shutdown is bounded')
