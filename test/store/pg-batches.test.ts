@@ -15,6 +15,8 @@ async function setup(t: Parameters<typeof tempDatabase>[0], replicaId = 'batches
   const db = await tempDatabase(t, 'pgbatch')
   const repo = await PgSessionRepository.open({ url: db.url, poolSize: 4, replicaId, idempotencyTtlMs: 3_600_000 })
   const direct = new pg.Pool({ connectionString: db.url, max: 1 })
+  // The database's drop at teardown may end this pool's idle connection first.
+  direct.on('error', () => undefined)
   t!.teardown(async () => {
     await repo.close()
     await direct.end()
