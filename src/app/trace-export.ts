@@ -40,8 +40,8 @@ export class OtlpJsonExporter {
   private dropped = 0
   /** Spans lost since start, by why: the queue was full (a slow collector), or their export failed. */
   readonly lost = { queue_full: 0, export_failed: 0 }
-  private lastWarning = -Infinity
-  private lastDropWarning = -Infinity
+  private readonly failureWarning = onceAMinute()
+  private readonly dropWarning = onceAMinute()
 
   constructor(
     private readonly url: string,
@@ -137,9 +137,7 @@ export class OtlpJsonExporter {
   private failed(spans: number, err: unknown): void {
     this.failures++
     this.lost.export_failed += spans
-    const now = performance.now()
-    if (now - this.lastWarning < EXPORT_WARNING_INTERVAL_MS) return
-    this.lastWarning = now
+    if (!this.failureWarning()) return
     this.logger.warn(
       { err, endpoint: this.url, spans, failed_exports: this.failures, dropped_spans: this.dropped },
       'exporting spans failed; they are dropped (tracing goes on, requests are not affected)',
@@ -150,9 +148,7 @@ export class OtlpJsonExporter {
 
   /** A collector that answers, but slower than spans end: the drops are reported too (throttled like failures). */
   private droppedWarning(): void {
-    const now = performance.now()
-    if (now - this.lastDropWarning < EXPORT_WARNING_INTERVAL_MS) return
-    this.lastDropWarning = now
+    if (!this.dropWarning()) return
     this.logger.warn(
       { endpoint: this.url, dropped_spans: this.dropped, queue: this.batch.maxQueueSize },
       'the trace collector falls behind: spans beyond the queue are dropped (OTEL_BSP_MAX_QUEUE_SIZE)',
@@ -162,6 +158,17 @@ export class OtlpJsonExporter {
 }
 
 const TAIL = Buffer.from(']}]}]}')
+
+/** A gate for one kind of warning: true at the first call, then at most once per EXPORT_WARNING_INTERVAL_MS. */
+function onceAMinute(): () => boolean {
+  let last = -Infinity
+  return () => {
+    const now = performance.now()
+    if (now - last < EXPORT_WARNING_INTERVAL_MS) return false
+    last = now
+    return true
+  }
+}
 
 function spanJson(s: EndedSpan): string {
   const c = s.context

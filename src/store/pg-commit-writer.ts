@@ -3,7 +3,7 @@ import { BurrowError, leaseLost, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
-import { isConnectionError } from './pg-pool.js'
+import { isConnectionError, retryingDeadlocks } from './pg-pool.js'
 import { commitOrderError } from './commit-order.js'
 import { JOURNAL_ROW_SPAN } from '../core/stores.js'
 import { COMMIT_BATCH, commitBatchValues, type BatchEntry } from './pg-commit-batch.js'
@@ -25,8 +25,6 @@ interface Queued {
 const MAX_FLIGHTS = 2
 /** Sessions per statement at most. */
 const MAX_BATCH = 256
-/** Retries of a batch PostgreSQL chose as a deadlock's victim (only other replicas' statements on the same sessions can cause one). */
-const DEADLOCK_RETRIES = 3
 
 /**
  * The PostgreSQL write path: group commit at the session level, as on LMDB (lmdb-batch-writer.ts).
@@ -193,19 +191,16 @@ export class PgCommitWriter {
   private async write(entries: readonly BatchEntry[]): Promise<Set<string>> {
     const values = commitBatchValues(entries, this.owner)
     const what = entries.length === 1 ? `events of session ${entries[0]!.snapshot.session_id}` : `events of ${entries.length} sessions`
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const r = await this.pool.query({ name: 'burrow_commit_batch', text: COMMIT_BATCH, values })
-        this.health.succeeded()
-        return new Set((r.rows as Array<{ session_id: string }>).map((row) => row.session_id))
-      } catch (err) {
-        const code = (err as { code?: string }).code
-        if (code === '23505') throw new Conflict()
-        if (code === '40P01' && attempt < DEADLOCK_RETRIES) continue
-        if (isConnectionError(err)) this.health.failed(err)
-        throw storeUnavailable(err, what)
-      }
+    let r: pg.QueryResult
+    try {
+      r = await retryingDeadlocks(() => this.pool.query({ name: 'burrow_commit_batch', text: COMMIT_BATCH, values }))
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw new Conflict()
+      if (isConnectionError(err)) this.health.failed(err)
+      throw storeUnavailable(err, what)
     }
+    this.health.succeeded()
+    return new Set((r.rows as Array<{ session_id: string }>).map((row) => row.session_id))
   }
 
   /**

@@ -2,6 +2,7 @@ import type pg from 'pg'
 import type { SessionLease, SessionLeases } from '../core/stores.js'
 import type { PgAccess } from './pg-access.js'
 import { StatementBatcher } from './pg-batcher.js'
+import { retryingDeadlocks } from './pg-pool.js'
 
 // One statement takes the leases of a batch of sessions: each lease row is inserted, or taken over
 // where it has expired, with the next token; the session row's `fence` becomes that token. Updating
@@ -39,8 +40,6 @@ const RENEW = `UPDATE leases SET expires_at = now() + $5 * interval '1 milliseco
 const RELEASE = `UPDATE leases AS l SET expires_at = now()
   FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(tenant, session_id, token), ${NO_FLUSH_WAIT}
   WHERE l.tenant = r.tenant AND l.session_id = r.session_id AND l.owner = $4 AND l.token = r.token AND l.expires_at > now()`
-/** Retries of a batch PostgreSQL chose as a deadlock's victim (only other replicas' statements on the same sessions can cause one). */
-const DEADLOCK_RETRIES = 3
 
 interface Acquired {
   token: number
@@ -113,16 +112,9 @@ export class PgLeases implements SessionLeases {
   }
 
   /** Runs a batch's statement as a write, again when PostgreSQL picked it as a deadlock's victim. */
-  private async batch(q: pg.QueryConfig, keys: readonly LeaseKey[]): Promise<pg.QueryResult> {
+  private batch(q: pg.QueryConfig, keys: readonly LeaseKey[]): Promise<pg.QueryResult> {
     const what = keys.length === 1 ? `the lease of session ${keys[0]!.sessionId}` : `the leases of ${keys.length} sessions`
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.db.write(() => this.pool.query(q), what)
-      } catch (err) {
-        const code = (err as { cause?: { code?: string } }).cause?.code
-        if (code !== '40P01' || attempt >= DEADLOCK_RETRIES) throw err
-      }
-    }
+    return this.db.write(() => retryingDeadlocks(() => this.pool.query(q)), what)
   }
 
   /**

@@ -53,3 +53,21 @@ export function isConnectionError(err: unknown): boolean {
     msg,
   )
 }
+
+/** Retries of a statement PostgreSQL chose as a deadlock's victim. */
+const DEADLOCK_RETRIES = 3
+
+/**
+ * Runs a statement again when PostgreSQL aborted it as a deadlock's victim (40P01): batches of
+ * several sessions' rows can meet another replica's batch on the same rows in another order
+ * (only during a takeover). Any other failure, or a fourth deadlock, is thrown as it came.
+ */
+export async function retryingDeadlocks<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run()
+    } catch (err) {
+      if ((err as { code?: string }).code !== '40P01' || attempt >= DEADLOCK_RETRIES) throw err
+    }
+  }
+}

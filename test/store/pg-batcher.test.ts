@@ -1,8 +1,9 @@
-// StatementBatcher: requests made while batches are in flight go together, at most `maxFlights`
+// StatementBatcher (and the deadlock retry its statements run under): requests made while batches are in flight go together, at most `maxFlights`
 // batches at once, never two requests of one key at once, each batch sorted by key; every request
 // gets its own output, or its batch's failure.
 import t from 'tap'
 import { StatementBatcher } from '../../src/store/pg-batcher.js'
+import { retryingDeadlocks } from '../../src/store/pg-pool.js'
 
 interface Flight {
   keys: string[]
@@ -112,4 +113,35 @@ t.test('a batch holds at most maxBatch requests; a statement answering the wrong
     (k) => k,
   )
   await t.rejects(short.submit('q'), /a batch of 1 answered 0 results/)
+})
+
+t.test('a statement chosen as a deadlock victim runs again, three times at most; other failures are thrown at once', async (t) => {
+  const deadlock = Object.assign(new Error('deadlock detected'), { code: '40P01' })
+  let runs = 0
+  t.equal(
+    await retryingDeadlocks(async () => {
+      if (++runs < 3) throw deadlock
+      return 'done'
+    }),
+    'done',
+  )
+  t.equal(runs, 3, 'ran again after two deadlocks')
+  runs = 0
+  await t.rejects(
+    retryingDeadlocks(async () => {
+      runs++
+      throw deadlock
+    }),
+    { code: '40P01' },
+  )
+  t.equal(runs, 4, 'the first run and three retries, then the deadlock is thrown')
+  runs = 0
+  await t.rejects(
+    retryingDeadlocks(async () => {
+      runs++
+      throw Object.assign(new Error('duplicate key'), { code: '23505' })
+    }),
+    { code: '23505' },
+  )
+  t.equal(runs, 1, 'another failure is not retried')
 })
