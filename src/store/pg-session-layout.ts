@@ -83,8 +83,9 @@ export function usageChunkRows(
 ): { usageChunks: number[]; usageRows: string[] } {
   const usageChunks: number[] = []
   const usageRows: string[] = []
-  let i = 0
-  while (i < tailStart && usageChunk(usage[i]!.turn) < firstChunk) i++
+  // From the tail back to the first chunk written: the work is that of the chunks written, not of the session's turns.
+  let i = tailStart
+  while (i > 0 && usageChunk(usage[i - 1]!.turn) >= firstChunk) i--
   while (i < tailStart) {
     const c = usageChunk(usage[i]!.turn)
     const rows: TurnUsage[] = []
