@@ -13,6 +13,7 @@ import type { EventData } from '../src/core/events.js'
 import { PgSessionRepository } from '../src/store/pg-session-repository.js'
 import { SessionLog, sessionId } from '../test/contract/fixtures.js'
 import { tempDatabase } from '../test/helpers/pg.js'
+import type { SessionLease } from '../src/core/stores.js'
 
 const N = Number(process.argv[2] ?? 1000)
 const SESSIONS = 100
@@ -68,7 +69,7 @@ try {
   await measure('the lease taken', (i) => repo.leases.acquire(logs[i % SESSIONS]!.id, 'tenant-a'))
   await measure('the lease taken and released', async (i) => {
     const lease = await repo.leases.acquire(logs[i % SESSIONS]!.id, 'tenant-a')
-    await lease!.release()
+    await (lease as SessionLease).release()
   })
   const both = rows.pop()!
   const take = rows.at(-1)!

@@ -22,6 +22,8 @@ export interface Config {
   replicaId: string
   /** How long a session lease lasts without renewal (ms). */
   leaseMs: number
+  /** How long a session lease is kept after its work, for the session's next (ms; 0: released at once). */
+  leaseLingerMs: number
   /** Connections in the PostgreSQL pool. */
   pgPoolSize: number
   memoryStore: 'hnsw' | 'postgres' | 'off'
@@ -116,6 +118,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: r.pgUrl('BURROW_DATABASE_URL'),
     replicaId: r.str('BURROW_REPLICA_ID') ?? `${hostname()}-${process.pid}`,
     leaseMs: r.int('BURROW_LEASE_MS', 10_000, 1_000, 600_000),
+    leaseLingerMs: r.int('BURROW_LEASE_LINGER_MS', 2_000, 0, 60_000),
     pgPoolSize: r.int('BURROW_PG_POOL_SIZE', 10, 1, 1_000),
     memoryStore: r.oneOf('BURROW_MEMORY_STORE', ['hnsw', 'postgres', 'off'], 'hnsw'),
     compaction: r.oneOf('BURROW_COMPACTION', ['on', 'off'], 'on') === 'on',

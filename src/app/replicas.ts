@@ -8,6 +8,9 @@ import type { PgChangeFeed } from '../store/pg-change-feed.js'
 import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import type { Config } from './config.js'
 
+/** How long a replica waits for the one keeping a session's lease to give it up: past it, SESSION_BUSY (that replica died, or is cut off). */
+const LET_GO_WAIT_MS = 500
+
 /** The replicas' link, made before the service (which it is a part of) and started once the service has recovered its sessions. */
 export interface Replicas {
   readonly link: ReplicaLink
@@ -72,6 +75,9 @@ export async function linkReplicas(parts: {
   store.onDeleted((tenant, sessionId) => feed.deleted(tenant, sessionId))
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
   const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
+  // A session's lease kept by another replica after its work is asked for, and given when asked (lease-keeper.ts).
+  sessions.askToLetGo((tenant, id) => feed.letGo(tenant, id, LET_GO_WAIT_MS))
+  feed.serveLetGo((_tenant, id) => sessions.giveUp(id))
   return {
     link: {
       interrupt: (tenant, id, local) => remote.interrupt(tenant, id, local),

@@ -150,7 +150,16 @@ async function build(
   const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit, replicated: pgStore !== undefined })
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
   const builtinTools = memory ? [memorySearchTool(memory, tracer), ...noteTools()] : []
-  const sessions = new LiveSessions({ repository, hub, listeners, maxLive: config.maxLiveSessions, logger: deps.logger })
+  const sessions = new LiveSessions({
+    repository,
+    hub,
+    listeners,
+    maxLive: config.maxLiveSessions,
+    logger: deps.logger,
+    leaseLingerMs: config.leaseLingerMs,
+  })
+  // Before the store closes (cleanups run last first): the leases kept after their work are released.
+  cleanup.push(() => sessions.close())
   const replicas = pgStore ? await linkReplicas({ config, store: pgStore, hub, sessions, logger: deps.logger }) : undefined
   if (replicas) cleanup.push(() => replicas.close())
   const service = new LocalSessionService({

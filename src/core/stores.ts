@@ -180,8 +180,14 @@ export interface SessionLeases {
   readonly owner: string
   /** How long a lease lasts unless renewed. */
   readonly durationMs: number
-  /** Takes the session's lease; undefined when another holds a lease that has not expired. */
-  acquire(sessionId: string, tenant: string): Promise<SessionLease | undefined>
+  /** Takes the session's lease; {@link LeaseHeld} when another holds a lease that has not expired; undefined when there is no such session. */
+  acquire(sessionId: string, tenant: string): Promise<SessionLease | LeaseHeld | undefined>
+}
+
+/** A lease another process holds; `running` when the store says a turn of the session runs (its holder works on it, or died in the middle of it). */
+export interface LeaseHeld {
+  readonly held: true
+  readonly running: boolean
 }
 
 /**

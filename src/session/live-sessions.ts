@@ -7,7 +7,7 @@ import type { StreamControl } from '../core/session-service.js'
 import type { SessionLease, SessionRepository } from '../core/stores.js'
 import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
 import type { EventHub } from './event-hub.js'
-import { LeaseKeeper } from './lease-keeper.js'
+import { LeaseKeeper, type LetGo } from './lease-keeper.js'
 import { LiveSession, type CommitFn, type RunningWork } from './live-session.js'
 import type { CommittedBatch, SessionListener } from './session-listener.js'
 import { applyEvent } from './session-reducer.js'
@@ -20,6 +20,8 @@ export interface LiveSessionsOptions {
   /** Live sessions kept in memory; the least recently used idle ones are evicted. */
   maxLive: number
   logger: Logger
+  /** With leases: how long a session's lease is kept after its work, for the next (0: released at once). */
+  leaseLingerMs?: number
 }
 
 /**
@@ -42,7 +44,7 @@ export class LiveSessions {
     this.hub = opts.hub
     this.listeners = opts.listeners ?? []
     const leases = opts.repository.leases
-    this.keeper = leases ? new LeaseKeeper(leases, opts.logger) : null
+    this.keeper = leases ? new LeaseKeeper(leases, opts.logger, opts.leaseLingerMs ?? 0) : null
     this.commit = this.listeners.length === 0 ? (events, s) => this.repo.commit(events, s.record, this.fence(s.id)) : this.commitAndTell
   }
 
@@ -60,6 +62,21 @@ export class LiveSessions {
   exclusive<T>(s: LiveSession, work: () => Promise<T>): Promise<T> {
     if (!this.keeper) return work()
     return this.keeper.hold(s, (lease, heldBefore) => this.revalidate(s, lease, heldBefore), work)
+  }
+
+  /** With leases: how this process asks another replica for a session's lease it keeps after its work (the replicas' link). */
+  askToLetGo(letGo: LetGo): void {
+    if (this.keeper) this.keeper.letGo = letGo
+  }
+
+  /** Another replica asks for the session's lease: see LeaseKeeper.giveUp. */
+  giveUp(id: string): Promise<boolean | null> {
+    return this.keeper ? this.keeper.giveUp(id) : Promise.resolve(null)
+  }
+
+  /** Releases the leases kept after their work (shutdown, before the store closes). */
+  async close(): Promise<void> {
+    await this.keeper?.close()
   }
 
   private fence(id: string): number {

@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
+import { DELTA_PIECE, packed, pieces, type FeedMessage, type InterruptMessage } from './pg-feed-messages.js'
 import { openPool } from './pg-pool.js'
 
 /** The channel of commits and text deltas; the channel of interrupts and their answers. */
 const FEED = 'burrow_feed'
 const INTERRUPTS = 'burrow_interrupt'
-/** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; this leaves room for the envelope. */
-export const PAYLOAD_LIMIT = 7_900
-/** A text delta's text is cut into pieces of at most this many bytes (as JSON) per notification. */
-const DELTA_PIECE = 6_000
 /** Reconnection delays of the listener: doubling from the first to the last. */
 const RECONNECT_MIN_MS = 100
 const RECONNECT_MAX_MS = 2_000
@@ -19,15 +16,6 @@ const PING_TIMEOUT_MS = 5_000
 const RESEND_FOR_MS = 30_000
 /** After the listener was down, sessions changed since (down − this) are caught up: leaves room for clocks apart. */
 const CLOCK_SLACK_MS = 10_000
-
-/** A message on the feed channel: a commit (`c`), a text delta (`d`) or a deletion (`x`). Short keys: payloads are small. */
-type FeedMessage =
-  | { k: 'c'; t: string; s: string; f: number; l: number }
-  | { k: 'd'; t: string; s: string; n: number; q: number; a: string; x: string }
-  | { k: 'x'; t: string; s: string }
-
-/** A message on the interrupt channel: a request (`i`), found (`f`: the replica runs it), done (`d`). */
-type InterruptMessage = { k: 'i'; id: string; t: string; s: string } | { k: 'f'; id: string; n: number } | { k: 'd'; id: string; n: number }
 
 /** What the change feed delivers to (the event hub's side, session/replica-feed.ts). */
 export interface ChangeFeedSink {
@@ -40,6 +28,9 @@ export interface ChangeFeedSink {
   /** What local subscribers follow: what is caught up from the log after the listener reconnects. */
   watching(): { tenants: string[]; sessions: Array<{ sessionId: string; tenant: string }> }
 }
+
+/** This replica's side of a lease request: true once it gave the session's lease up, false if work holds it, null if it does not hold it. */
+export type LetGoHandler = (tenant: string, sessionId: string) => Promise<boolean | null>
 
 /** This replica's side of an interrupt: interrupts the session's turn if it runs here. */
 export interface InterruptHandler {
@@ -76,7 +67,8 @@ interface Pending {
  * meanwhile, so subscribers catch up from the log.
  *
  * Interrupts: a request on `burrow_interrupt`; the replica running the turn answers `found`, then
- * `done` when the turn has ended.
+ * `done` when the turn has ended. Lease requests go on the same channel: the replica keeping a
+ * session's lease after its work answers whether it gave it up (session/lease-keeper.ts).
  */
 export class PgChangeFeed {
   private client: pg.Client | null = null
@@ -90,6 +82,9 @@ export class PgChangeFeed {
   private sending = false
   private readonly pending = new Map<string, Pending>()
   private interruptHandler: InterruptHandler | null = null
+  private letGoHandler: LetGoHandler | null = null
+  /** This process's lease requests waiting for the holder's answer. */
+  private readonly asked = new Map<string, (given: boolean) => void>()
   /** The JSON size of the text of the last delta queued, while it is the outbox's last message (it may grow). */
   private lastDeltaBytes = 0
   /** Names this process in its notifications, to skip its own (unique even if two replicas share an id). */
@@ -164,6 +159,36 @@ export class PgChangeFeed {
       clearTimeout(timer)
       this.pending.delete(id)
     }
+  }
+
+  /**
+   * Asks the replica that keeps the session's lease after its work to give it up (LeaseKeeper):
+   * true once it has, false when work holds it there, when nobody answered within `waitMs` (the
+   * holder died: its lease runs to its expiry) or when this replica cannot hear the answer.
+   */
+  async letGo(tenant: string, sessionId: string, waitMs: number): Promise<boolean> {
+    if (!this.up) return false
+    const id = randomUUID()
+    let timer: NodeJS.Timeout | undefined
+    const answer = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), waitMs)
+      this.asked.set(id, resolve)
+    })
+    try {
+      await this.send(INTERRUPTS, { k: 'l', id, t: tenant, s: sessionId })
+      return await answer
+    } catch (err) {
+      this.opts.onError?.(err, 'a lease request')
+      return false
+    } finally {
+      clearTimeout(timer)
+      this.asked.delete(id)
+    }
+  }
+
+  /** Installs this replica's answer to lease requests. */
+  serveLetGo(handler: LetGoHandler): void {
+    this.letGoHandler = handler
   }
 
   /** Whether the store says a turn of the tenant's session is running (false for an unknown session). */
@@ -310,6 +335,15 @@ export class PgChangeFeed {
         .catch((err: unknown) => this.opts.onError?.(err, 'an interrupt'))
       return
     }
+    if (m.k === 'l') {
+      const handler = this.letGoHandler
+      if (!handler) return
+      handler(m.t, m.s)
+        .then((ok) => (ok === null ? undefined : this.send(INTERRUPTS, { k: 'g', id: m.id, ok })))
+        .catch((err: unknown) => this.opts.onError?.(err, 'a lease request'))
+      return
+    }
+    if (m.k === 'g') return this.asked.get(m.id)?.(m.ok)
     const p = this.pending.get(m.id)
     if (m.k === 'f') p?.found(m.n)
     else p?.done(m.n)
@@ -356,43 +390,4 @@ export class PgChangeFeed {
     }
     this.sending = false
   }
-}
-
-/** A delta's text in pieces whose JSON stays under DELTA_PIECE bytes. */
-function pieces(text: string): string[] {
-  if (Buffer.byteLength(JSON.stringify(text)) <= DELTA_PIECE) return [text]
-  const out: string[] = []
-  let start = 0
-  // At most 6 bytes of JSON per UTF-16 unit (\uXXXX): a piece of DELTA_PIECE / 6 units always fits.
-  const step = Math.floor(DELTA_PIECE / 6)
-  while (start < text.length) {
-    let end = Math.min(text.length, start + step)
-    // Never split a surrogate pair.
-    if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1]!)) end--
-    out.push(text.slice(start, end))
-    start = end
-  }
-  return out
-}
-
-/** Messages packed into as few payloads as the limit allows, in order. */
-function packed(instance: string, batch: FeedMessage[], number: () => number): string[] {
-  const out: string[] = []
-  let current: string[] = []
-  let size = 0
-  // Room for the payload's number (at most 16 digits) in the head.
-  const head = () => `{"r":${JSON.stringify(instance)},"n":${number()},"m":[`
-  const room = PAYLOAD_LIMIT - Buffer.byteLength(`{"r":${JSON.stringify(instance)},"n":0000000000000000,"m":[]}`)
-  for (const m of batch) {
-    const json = JSON.stringify(m)
-    if (current.length > 0 && size + Buffer.byteLength(json) > room) {
-      out.push(`${head()}${current.join(',')}]}`)
-      current = []
-      size = 0
-    }
-    current.push(json)
-    size += Buffer.byteLength(json) + 1
-  }
-  if (current.length > 0) out.push(`${head()}${current.join(',')}]}`)
-  return out
 }

@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import type { SessionLease, SessionLeases } from '../core/stores.js'
+import type { LeaseHeld, SessionLease, SessionLeases } from '../core/stores.js'
 import type { PgAccess } from './pg-access.js'
 import { StatementBatcher } from './pg-batcher.js'
 import { retryingDeadlocks } from './pg-pool.js'
@@ -12,8 +12,9 @@ import { retryingDeadlocks } from './pg-pool.js'
 // The previous owner comes from the statement's snapshot: for logs and for telling a turn this
 // process abandoned from a dead replica's (LeaseKeeper), not for the exclusion. This owner's own
 // lease is taken over too: the process keeps its leases in memory (LeaseKeeper) and asks only for
-// one it does not hold — one whose release failed, or whose acquisition answered nothing when the
-// connection broke. A session missing from the answer is leased elsewhere (or gone).
+// one it does not hold — one whose release failed, one it kept after its work with too little of it
+// left, or one whose acquisition answered nothing when the connection broke. A session not taken is leased elsewhere — answered
+// with the session row's `running` flag, so the caller knows whether a turn runs there — or gone.
 // Lease statements do not wait for their WAL flush (synchronous_commit off for their own
 // transaction only): they are visible to every replica at once, and durable with the next commit
 // of any session (the WAL is flushed in order). A database that crashes first forgets at most the
@@ -32,8 +33,10 @@ l AS (
   RETURNING l.tenant, l.session_id, l.token),
 f AS (UPDATE sessions SET fence = l.token FROM l WHERE sessions.tenant = l.tenant AND sessions.session_id = l.session_id
   RETURNING l.tenant, l.session_id, l.token, sessions.last_seq)
-SELECT f.tenant, f.session_id, f.token, f.last_seq, prev.owner AS previous
-  FROM f LEFT JOIN prev ON prev.tenant = f.tenant AND prev.session_id = f.session_id CROSS JOIN ${NO_FLUSH_WAIT}`
+SELECT i.tenant, i.session_id, f.token, f.last_seq, prev.owner AS previous, s.running
+  FROM i LEFT JOIN f ON f.tenant = i.tenant AND f.session_id = i.session_id
+  LEFT JOIN prev ON prev.tenant = i.tenant AND prev.session_id = i.session_id
+  LEFT JOIN sessions s ON s.tenant = i.tenant AND s.session_id = i.session_id CROSS JOIN ${NO_FLUSH_WAIT}`
 const RENEW = `UPDATE leases SET expires_at = now() + $5 * interval '1 millisecond'
   WHERE tenant = $1 AND session_id = $2 AND owner = $3 AND token = $4`
 // Ends a batch of this owner's leases (each as held under its token).
@@ -41,11 +44,11 @@ const RELEASE = `UPDATE leases AS l SET expires_at = now()
   FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(tenant, session_id, token), ${NO_FLUSH_WAIT}
   WHERE l.tenant = r.tenant AND l.session_id = r.session_id AND l.owner = $4 AND l.token = r.token AND l.expires_at > now()`
 
-interface Acquired {
-  token: number
-  lastSeq: number
-  previous: string | null
-}
+type Acquired =
+  | { token: number; lastSeq: number; previous: string | null }
+  /** Not taken: another replica's live lease (`running` as the session row says), or no such session. */
+  | LeaseHeld
+  | undefined
 interface LeaseKey {
   tenant: string
   sessionId: string
@@ -59,7 +62,7 @@ interface LeaseKey {
  */
 export class PgLeases implements SessionLeases {
   /** Leases asked for while a batch is in flight are taken together (pg-batcher.ts). */
-  private readonly acquiring: StatementBatcher<LeaseKey, Acquired | undefined>
+  private readonly acquiring: StatementBatcher<LeaseKey, Acquired>
   private readonly releasing: StatementBatcher<LeaseKey & { token: number }, void>
 
   constructor(
@@ -72,9 +75,9 @@ export class PgLeases implements SessionLeases {
     this.releasing = new StatementBatcher<LeaseKey & { token: number }, void>((keys) => this.releaseAll(keys), leaseKey)
   }
 
-  async acquire(sessionId: string, tenant: string): Promise<SessionLease | undefined> {
+  async acquire(sessionId: string, tenant: string): Promise<SessionLease | LeaseHeld | undefined> {
     const got = await this.acquiring.submit({ tenant, sessionId })
-    if (!got) return undefined
+    if (!got || 'held' in got) return got
     const token = got.token
     const key = [tenant, sessionId, this.owner, token]
     return {
@@ -92,16 +95,27 @@ export class PgLeases implements SessionLeases {
     }
   }
 
-  private async acquireAll(keys: LeaseKey[]): Promise<Array<Acquired | undefined>> {
+  private async acquireAll(keys: LeaseKey[]): Promise<Acquired[]> {
     const values = [keys.map((k) => k.tenant), keys.map((k) => k.sessionId), this.owner, this.durationMs]
     const r = await this.batch({ name: 'burrow_lease_acquire', text: ACQUIRE, values }, keys)
     const got = new Map<string, Acquired>()
-    for (const row of r.rows as Array<{ tenant: string; session_id: string; token: string; last_seq: string; previous: string | null }>)
-      got.set(leaseKey({ tenant: row.tenant, sessionId: row.session_id }), {
-        token: Number(row.token),
-        lastSeq: Number(row.last_seq),
-        previous: row.previous ?? null,
-      })
+    type Row = {
+      tenant: string
+      session_id: string
+      token: string | null
+      last_seq: string
+      previous: string | null
+      running: boolean | null
+    }
+    for (const row of r.rows as Row[])
+      got.set(
+        leaseKey({ tenant: row.tenant, sessionId: row.session_id }),
+        row.token !== null
+          ? { token: Number(row.token), lastSeq: Number(row.last_seq), previous: row.previous ?? null }
+          : row.running !== null
+            ? { held: true, running: row.running }
+            : undefined,
+      )
     return keys.map((k) => got.get(leaseKey(k)))
   }
 

@@ -41,7 +41,13 @@ t.test('postgres: backends terminated again and again during turns', async (t) =
   const db = await tempDatabase(t, 'terminate')
   const fake = await startFakeLlm({ openaiKey: 'k' })
   t.teardown(() => fake.close())
-  const env = { ...pgEnv(db.url, await tempDir(t, 'pg-terminate')), OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1` }
+  // Restarted below as a supervisor restarts a replica: same id, so it ends the leases its killed predecessor kept.
+  const env = {
+    ...pgEnv(db.url, await tempDir(t, 'pg-terminate')),
+    BURROW_REPLICA_ID: 'pg-terminate',
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+  }
   let server = await spawnServer(env)
   let exits = 0
   server.child.once('exit', () => exits++)

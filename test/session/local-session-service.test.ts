@@ -93,7 +93,7 @@ async function crashMidTurn(open: () => Promise<SessionRepository>, id: string):
       data: { input: [{ type: 'text', text: 'cut off' }], continuation: false },
     }
     const lease = await repo.leases?.acquire(id, record.config.tenant)
-    await repo.commit([e], applyEvent(record, e), lease?.token ?? 0)
+    await repo.commit([e], applyEvent(record, e), lease && 'token' in lease ? lease.token : 0)
   } finally {
     await repo.close()
   }

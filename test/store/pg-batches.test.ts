@@ -10,6 +10,7 @@ import { JOURNAL_ROW_SPAN, streamPosition, type JournalRow } from '../../src/cor
 import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
 import { SessionLog, config, sessionId } from '../contract/fixtures.js'
 import { tempDatabase } from '../helpers/pg.js'
+import type { SessionLease } from '../../src/core/stores.js'
 
 async function setup(t: Parameters<typeof tempDatabase>[0], replicaId = 'batches') {
   const db = await tempDatabase(t, 'pgbatch')
@@ -149,10 +150,11 @@ t.test('leases taken at once: each its own token; one held elsewhere answers not
     await repo.commit(c.events, c.record)
   }
   const tenant = config().tenant
-  const held = (await other.leases.acquire(logs[3]!.id, tenant))!
+  const held = (await other.leases.acquire(logs[3]!.id, tenant)) as SessionLease
   t.equal(held.token, 1)
-  const leases = await Promise.all(logs.map((l) => repo.leases.acquire(l.id, tenant)))
-  t.equal(leases[3], undefined, 'held by the other replica: nothing')
+  const got = await Promise.all(logs.map((l) => repo.leases.acquire(l.id, tenant)))
+  t.same(got[3], { held: true, running: false }, 'held by the other replica: not taken')
+  const leases = got.map((l) => (l && !('held' in l) ? l : undefined))
   t.same(
     leases.filter((_, i) => i !== 3).map((l) => l && { token: l.token, lastSeq: l.lastSeq, previousOwner: l.previousOwner }),
     logs.filter((_, i) => i !== 3).map(() => ({ token: 1, lastSeq: 1, previousOwner: null })),
@@ -169,7 +171,7 @@ t.test('leases taken at once: each its own token; one held elsewhere answers not
   await Promise.all(leases.map((l) => l?.release()))
   const again = await Promise.all(logs.map((l) => other.leases.acquire(l.id, tenant)))
   t.same(
-    again.map((l) => l?.token),
+    again.map((l) => (l as SessionLease).token),
     logs.map((_, i) => (i === 3 ? 2 : 2)),
     'released at once: the other replica takes them all with the next token (its own too)',
   )
@@ -180,7 +182,7 @@ t.test('a commit under a lease the database no longer holds for this replica is 
   const log = new SessionLog(sessionId(400))
   const c = log.create()
   await repo.commit(c.events, c.record)
-  const lease = (await repo.leases.acquire(log.id, config().tenant))!
+  const lease = (await repo.leases.acquire(log.id, config().tenant)) as SessionLease
   const one = log.turn('under the lease')
   await repo.commit(one.events, one.record, lease.token)
   // A database that crashed before flushing a lease forgot it: here it gave the same token to another replica.

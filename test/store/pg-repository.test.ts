@@ -10,6 +10,12 @@ import { SessionLog, config, sessionId } from '../contract/fixtures.js'
 import { eventually } from '../helpers/harness.js'
 import { PG_ADMIN_URL, tempDatabase } from '../helpers/pg.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
+import type { LeaseHeld, SessionLease } from '../../src/core/stores.js'
+
+/** A lease acquisition's lease, or undefined when it was not taken. */
+function taken(x: SessionLease | LeaseHeld | undefined): SessionLease | undefined {
+  return x && !('held' in x) ? x : undefined
+}
 
 const open = (url: string) => PgSessionRepository.open({ url, poolSize: 2, replicaId: 'test', idempotencyTtlMs: 3_600_000 })
 
@@ -141,14 +147,14 @@ t.test('leases: one holder at a time; an expired one is taken with a newer token
   await a.commit(created.events, created.record)
   const tenant = created.record.config.tenant
   t.equal(await b.leases.acquire(log.id, 'another-tenant'), undefined, 'another tenant’s session cannot be leased')
-  const first = (await a.leases.acquire(log.id, tenant))!
+  const first = taken(await a.leases.acquire(log.id, tenant))!
   t.match(first, { token: 1, lastSeq: created.record.last_seq, previousOwner: null })
-  t.equal(await b.leases.acquire(log.id, tenant), undefined, 'held by a: b gets nothing')
+  t.same(await b.leases.acquire(log.id, tenant), { held: true, running: false }, 'held by a: b gets nothing (no turn runs, the row says)')
   const one = log.turn('under the first lease')
   await a.commit(one.events, one.record, first.token)
   t.equal(await first.renew(), true)
   // a stops renewing: once the lease expired, b takes it, sees a's commit, and a is fenced out.
-  const second = (await eventually(() => b.leases.acquire(log.id, tenant), 5000))!
+  const second = (await eventually(async () => taken(await b.leases.acquire(log.id, tenant)), 5000))!
   t.match(second, { token: 2, lastSeq: one.record.last_seq, previousOwner: 'replica-a' })
   t.equal(await first.renew(), false, 'a learns it lost the lease')
   const stale = log.turn('from a, after it lost the lease')
@@ -159,7 +165,7 @@ t.test('leases: one holder at a time; an expired one is taken with a newer token
   const two = fresh.turn('under the second lease')
   await b.commit(two.events, two.record, second.token)
   await first.release() // a stale release ends nothing
-  t.equal(await a.leases.acquire(log.id, tenant), undefined, 'b still holds it')
+  t.match(await a.leases.acquire(log.id, tenant), { held: true }, 'b still holds it')
   await second.release()
   t.match(await a.leases.acquire(log.id, tenant), { token: 3, previousOwner: 'replica-b' }, 'released: taken at once')
 })
