@@ -30,8 +30,9 @@ export type LetGo = (tenant: string, sessionId: string) => Promise<boolean>
  * `lingerMs` once the work's events are durable: work that comes for the session meanwhile holds
  * it again without a statement (a client's next turn, on a replica the load balancer keeps
  * choosing), and another replica that wants it asks for it (`letGo`), so it is released at once
- * when no work holds it here. A lease is held again only while at least two thirds of its
- * duration are surely left on the database's clock; else it is taken anew. A renewal that finds
+ * when no work holds it here. A lease is held again only while at least half of its duration
+ * is surely left on the database's clock (renewals every third of it keep two thirds or more left
+ * while they succeed); else it is taken anew. A renewal that finds
  * the lease lost cancels the session's running work: its commits would be refused anyway (their
  * token is no longer the session's newest).
  */
@@ -66,7 +67,7 @@ export class LeaseKeeper {
       h.linger = null
       // A session loaded again (after a failed write) is revalidated, and a lease near its end renewed: taken anew
       // (this owner's own lease is taken over, with the next token, without releasing it first).
-      if (h.session !== session || performance.now() > h.validUntil - (2 * this.leases.durationMs) / 3) {
+      if (h.session !== session || performance.now() > h.validUntil - this.leases.durationMs / 2) {
         this.stop(h)
         h = undefined
       }

@@ -147,8 +147,8 @@ export function commitBatchValues(entries: readonly BatchEntry[], owner: string)
 /**
  * Documents already serialized, as one JSON array: what `json_array_elements` splits again, each
  * element's text as it was. A PostgreSQL array of json would have every quote and backslash of
- * every document escaped once more on the way (node-postgres' array literals), at about a third of
- * a commit's client CPU.
+ * every document escaped once more on the way (node-postgres' array literals: its `escapeElement`
+ * was 8 % of the service's CPU under the turns-durable load).
  */
 function jsonArray(docs: ReadonlyArray<string | null>): string {
   return `[${docs.map((d) => d ?? 'null').join(',')}]`
