@@ -1,12 +1,18 @@
 import type { KeywordSource, KeywordStats, Posting } from './bm25.js'
 import { BM25_B, BM25_K1 } from './bm25.js'
 import type { TermCounts } from './posting-blocks.js'
-import { TopK } from './top-k.js'
+import { maxScoreTop, type QueryList } from './max-score.js'
 
 /** One term's postings: labels ascending, with their term frequencies; deleted labels stay until compacted. */
 interface PostingList {
   labels: Uint32Array
   tfs: Uint32Array
+  /**
+   * Per slot, what its document's bound needs, kept next to the posting so that scoring reads
+   * memory in order: the document's length times 4, plus its tf level (0: every term of the
+   * document occurs once, 1: at most twice, 2: more).
+   */
+  docs: Uint32Array
   /** Slots used. */
   n: number
   /** Live postings among them (the document frequency). */
@@ -19,10 +25,9 @@ interface PostingList {
    */
   maxImpact: number
   gen: number
+  /** The largest tf of any slot (deleted ones too). */
+  maxTf: number
 }
-
-/** Relative slack in the pruning tests: covers the rounding of sums taken in another order than the reference's. */
-const SLACK = 1 + 1e-9
 
 /**
  * A tenant's keyword statistics in memory, in compact typed form: the document length of
@@ -47,6 +52,8 @@ export class KeywordIndex implements KeywordSource {
   /** The average document length the lists' bounds are computed at (a little above the actual one), and its generation. */
   private refAvgdl = 0
   private gen = 0
+  /** The longest document ever added (an upper bound of the live ones'). */
+  private maxLength = 0
 
   /**
    * Labels below `upTo` that were never added are deleted ones (a build from LMDB skips them):
@@ -68,8 +75,14 @@ export class KeywordIndex implements KeywordSource {
     if (label > this.covered) return false
     this.grow(label + 1)
     let len = 0
-    for (const [, n] of tf) len += n
-    for (const [term, n] of tf) this.append(term, label, n, len)
+    let most = 0
+    for (const [, n] of tf) {
+      len += n
+      if (n > most) most = n
+    }
+    const info = len * 4 + (most <= 1 ? 0 : most === 2 ? 1 : 2)
+    for (const [term, n] of tf) this.append(term, label, n, info)
+    if (len > this.maxLength) this.maxLength = len
     this.lengths[label] = len
     this.live[label] = 1
     this.docs++
@@ -116,22 +129,12 @@ export class KeywordIndex implements KeywordSource {
   }
 
   /**
-   * Okapi BM25, best `limit` first, ties by label: the same result as `bm25(this, …)`.
-   *
-   * MaxScore, document at a time (Turtle & Flood; as Lucene, Tantivy and PISA do): the query's
-   * lists sorted by their upper bound, smallest first. Documents are visited in label order,
-   * taken from the *essential* lists only — once the heap is full, a prefix of lists whose bounds
-   * add up to less than the heap's worst score cannot lift a document on their own, so they are
-   * no longer iterated but only looked up (a forward seek: cursors never move back) for the
-   * documents the essential lists bring, largest bound first, and a document is dropped as soon as
-   * its partial score plus the bounds left cannot beat the heap. On queries of common words the
-   * prefix grows to every list but the rarest: the work is about that list's length, not the sum
-   * of all lists. Each survivor's score is summed in the reference's term order (first occurrence
-   * in the query), so the floats are identical to `bm25()`'s; the pruning tests, whose sums are
-   * taken in another order, keep a relative slack of 1e-9. No allocation per posting.
+   * Okapi BM25, best `limit` first, ties by label: the same result as `bm25(this, …)`, by
+   * MaxScore (see max-score.ts), which reads only the query's lists and the liveness of the
+   * documents that can make the heap.
    */
   top(queryTerms: readonly string[], limit: number, accept?: (label: number) => boolean): Array<{ label: number; score: number }> {
-    const { docs, totalLength, lengths, live } = this
+    const { docs, totalLength } = this
     if (docs === 0 || limit <= 0) return []
     const avgdl = totalLength / docs
     if (avgdl > this.refAvgdl) {
@@ -140,81 +143,32 @@ export class KeywordIndex implements KeywordSource {
       this.gen++
     }
     // The terms with live postings, in the reference's order, with their idf and bound.
-    const lists: PostingList[] = []
-    const idf: number[] = []
-    const ub: number[] = []
+    const lists: QueryList[] = []
     for (const term of new Set(queryTerms)) {
       const list = this.terms.get(term)
       if (!list || list.df === 0) continue
-      const w = Math.log(1 + (docs - list.df + 0.5) / (list.df + 0.5))
-      lists.push(list)
-      idf.push(w)
+      const idf = Math.log(1 + (docs - list.df + 0.5) / (list.df + 0.5))
       if (list.gen !== this.gen) this.bound(list)
-      ub.push(w * list.maxImpact)
+      lists.push({ labels: list.labels, tfs: list.tfs, docs: list.docs, n: list.n, idf, maxTf: list.maxTf, bound: idf * list.maxImpact })
     }
-    const m = lists.length
-    if (m === 0) return []
-    // order[i]: the term with the i-th smallest bound; below[i]: the sum of the bounds of order[0…i).
-    const order = Array.from({ length: m }, (_, j) => j).sort((a, b) => ub[a]! - ub[b]! || b - a)
-    const below = new Float64Array(m + 1)
-    for (let i = 0; i < m; i++) below[i + 1] = (below[i]! + ub[order[i]!]!) * SLACK
-    const pos = new Uint32Array(m)
-    /** The current document's score per term, by the reference's index (0 where absent). */
-    const ts = new Float64Array(m)
-    const heap = new TopK(limit)
-    // Lists order[first…] are essential: they bring the documents.
-    let first = 0
-    for (;;) {
-      let d = Infinity
-      for (let i = first; i < m; i++) {
-        const list = lists[order[i]!]!
-        const p = pos[i]!
-        if (p < list.n && list.labels[p]! < d) d = list.labels[p]!
-      }
-      if (d === Infinity) break
-      let partial = 0
-      for (let i = first; i < m; i++) {
-        const j = order[i]!
-        const list = lists[j]!
-        const p = pos[i]!
-        if (p < list.n && list.labels[p] === d) {
-          const s = termScore(idf[j]!, list.tfs[p]!, lengths[d]!, avgdl)
-          ts[j] = s
-          partial += s
-          pos[i] = p + 1
-        } else ts[j] = 0
-      }
-      if (!live[d] || (accept && !accept(d))) continue
-      let beaten = false
-      for (let i = first - 1; i >= 0; i--) {
-        if (heap.full && (partial + below[i + 1]!) * SLACK < heap.worst) {
-          beaten = true
-          break
-        }
-        const j = order[i]!
-        const list = lists[j]!
-        const p = seek(list.labels, list.n, pos[i]!, d)
-        pos[i] = p
-        if (p < list.n && list.labels[p] === d) {
-          const s = termScore(idf[j]!, list.tfs[p]!, lengths[d]!, avgdl)
-          ts[j] = s
-          partial += s
-        } else ts[j] = 0
-      }
-      if (beaten || (heap.full && partial * SLACK < heap.worst)) continue
-      let score = 0
-      for (let j = 0; j < m; j++) score += ts[j]!
-      heap.offer(d, score)
-      if (heap.full) while (first < m && below[first + 1]! < heap.worst) first++
-    }
-    return heap.sorted()
+    if (lists.length === 0) return []
+    return maxScoreTop(lists, avgdl, this.maxLength, this.live, limit, accept)
   }
 
-  /** `dl`: the document's length (its bound is recomputed after a build, see {@link bound}). */
-  private append(term: string, label: number, tf: number, dl: number): void {
+  /** `info`: the document's, see {@link PostingList.docs} (the list's bound is recomputed after a build, see {@link bound}). */
+  private append(term: string, label: number, tf: number, info: number): void {
     let list = this.terms.get(term)
     if (!list) {
-      list = { labels: new Uint32Array(2), tfs: new Uint32Array(2), n: 0, df: 0, maxImpact: 0, gen: this.gen }
+      list = {
+        labels: new Uint32Array(2),
+        tfs: new Uint32Array(2),
+        docs: new Uint32Array(2),
+        n: 0,
+        df: 0,
+        maxImpact: 0,
+        gen: this.gen,
+        maxTf: 0,
+      }
       this.terms.set(term, list)
     }
     if (list.n === list.labels.length) {
@@ -224,13 +178,18 @@ export class KeywordIndex implements KeywordSource {
       tfs.set(list.tfs)
       list.labels = labels
       list.tfs = tfs
+      const docs = new Uint32Array(list.n * 2)
+      docs.set(list.docs)
+      list.docs = docs
     }
     list.labels[list.n] = label
     list.tfs[list.n] = tf
+    list.docs[list.n] = info
     list.n++
     list.df++
+    if (tf > list.maxTf) list.maxTf = tf
     // Before the first search (gen 0) there is no reference length yet: bounds are computed at first use.
-    if (this.gen > 0 && list.gen === this.gen) list.maxImpact = Math.max(list.maxImpact, impact(tf, dl, this.refAvgdl))
+    if (this.gen > 0 && list.gen === this.gen) list.maxImpact = Math.max(list.maxImpact, impact(tf, info >>> 2, this.refAvgdl))
   }
 
   /** Recomputes a list's bound over its live slots, at the current reference length. */
@@ -239,7 +198,7 @@ export class KeywordIndex implements KeywordSource {
     for (let i = 0; i < list.n; i++) {
       const label = list.labels[i]!
       if (!this.live[label]) continue
-      const f = impact(list.tfs[i]!, this.lengths[label]!, this.refAvgdl)
+      const f = impact(list.tfs[i]!, list.docs[i]! >>> 2, this.refAvgdl)
       if (f > max) max = f
     }
     list.maxImpact = max
@@ -253,6 +212,7 @@ export class KeywordIndex implements KeywordSource {
       if (!this.live[list.labels[i]!]) continue
       list.labels[j] = list.labels[i]!
       list.tfs[j] = list.tfs[i]!
+      list.docs[j] = list.docs[i]!
       j++
     }
     list.n = j
@@ -272,35 +232,7 @@ export class KeywordIndex implements KeywordSource {
   }
 }
 
-/** One term's BM25 score in one document — the reference's expression, operation for operation. */
-function termScore(idf: number, tf: number, dl: number, avgdl: number): number {
-  return (idf * (tf * (BM25_K1 + 1))) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * dl) / avgdl))
-}
-
 /** A term's BM25 score in a document over its idf, at average document length `avgdl`: grows with `avgdl`. */
 function impact(tf: number, dl: number, avgdl: number): number {
   return (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * dl) / avgdl))
-}
-
-/** The first position at or after `from` among the first `n` sorted labels whose label is at least `label` (`n` when none): galloping, then binary search. */
-function seek(labels: Uint32Array, n: number, from: number, label: number): number {
-  if (from >= n || labels[from]! >= label) return from
-  // labels[lo] < label; widen the step until labels[hi] >= label or the end.
-  let lo = from
-  let step = 1
-  let hi = lo + 1
-  while (hi < n && labels[hi]! < label) {
-    lo = hi
-    step *= 2
-    hi = lo + step
-  }
-  if (hi > n) hi = n
-  // The answer is in (lo, hi].
-  lo++
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if (labels[mid]! < label) lo = mid + 1
-    else hi = mid
-  }
-  return lo
 }

@@ -141,6 +141,49 @@ t.test('top() equals bm25() on larger skewed corpora: MaxScore pruning, deletion
   t.ok(cut > 300, `queries with more candidates than the limit were compared (${cut})`)
 })
 
+t.test('top() equals bm25() while documents arrive between searches, past the size of the per-document bound table', async (t) => {
+  // Each search sees another average length and another longest document, so the per-document
+  // bounds (by length and tf level) are computed afresh; a document longer than the bound table
+  // allows switches them off and the lists' own bounds must do.
+  const vocab = Array.from({ length: 30 }, (_, i) => `v${i}`)
+  let compared = 0
+  let withoutTable = 0
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 2 ** 31 - 1 }), fc.integer({ min: 1, max: 40 }), (seed, limit) => {
+      let x = seed
+      const r = () => {
+        x = (Math.imul(x, 1103515245) + 12345) >>> 0
+        return x / 2 ** 32
+      }
+      const word = () => vocab[Math.floor(vocab.length * r() ** 2)]!
+      const ix = new KeywordIndex()
+      const docs = new Map<number, Map<string, number>>()
+      const long = Math.floor(r() * 300)
+      for (let label = 0; label < 300; label++) {
+        // Mostly short messages, some repeating one word up to 5 times; one of 3,000 tokens.
+        const words = Array.from({ length: label === long ? 3000 : 1 + Math.floor(r() * 25) }, word)
+        if (r() < 0.2) words.push(...Array.from({ length: 1 + Math.floor(r() * 4) }, () => words[0]!))
+        const tf = termFrequencies(words)
+        if (!ix.add(label, tf)) throw new Error('in-order add refused')
+        docs.set(label, tf)
+        if (label % 7 !== 6) continue
+        const ref = mapSource(docs)
+        for (let q = 0; q < 3; q++) {
+          const terms = Array.from({ length: 1 + Math.floor(r() * 5) }, word)
+          const expected = bm25(ref, terms, limit)
+          if (expected.length > 0) compared++
+          if (label >= long) withoutTable++
+          if (JSON.stringify(ix.top(terms, limit)) !== JSON.stringify(expected)) return false
+        }
+      }
+      return true
+    }),
+    { numRuns: 60 },
+  )
+  t.ok(compared > 2000, `searches with hits were compared (${compared})`)
+  t.ok(withoutTable > 500, `searches after the long document were compared (${withoutTable})`)
+})
+
 t.test('TopK keeps the best k by score, ties by label, like a full sort', async (t) => {
   fc.assert(
     fc.property(
