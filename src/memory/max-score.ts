@@ -38,9 +38,9 @@ const MAX_BOUND_ROWS = 1 << 14
  *
  * Each survivor's score is summed in the reference's term order and each term's score is the
  * reference's expression, so the floats are identical to `bm25()`'s; the pruning tests, whose sums
- * are taken in another order, keep a relative slack of 1e-9. With one or two essential lists (most
- * of the work) the traversal runs a loop of its own over local copies of those lists: reading a
- * list through an array of lists costs several dependent loads per posting.
+ * are taken in another order, keep a relative slack of 1e-9. With one, two or three essential lists
+ * (most of the work) the traversal runs a loop of its own over local copies of those lists: reading
+ * a list through an array of lists costs several dependent loads per posting.
  */
 export function maxScoreTop(
   lists: readonly QueryList[],
@@ -115,7 +115,8 @@ class Traversal {
     for (;;) {
       const essential = this.m - this.first
       // Each returns false once its lists are exhausted, true when the essential lists changed.
-      const more = essential === 1 ? this.one() : essential === 2 ? this.two() : essential > 2 && this.many()
+      const more =
+        essential === 1 ? this.one() : essential === 2 ? this.two() : essential === 3 ? this.three() : essential > 3 && this.many()
       if (!more) break
     }
     return this.heap.sorted()
@@ -200,7 +201,59 @@ class Traversal {
     return false
   }
 
-  /** Three essential lists or more. */
+  /** Three essential lists, merged. */
+  private three(): boolean {
+    const a = this.first
+    const [la, lb, lc] = [this.labels[a]!, this.labels[a + 1]!, this.labels[a + 2]!]
+    const [ta, tb, tc] = [this.tfs[a]!, this.tfs[a + 1]!, this.tfs[a + 2]!]
+    const [xa, xb, xc] = [this.docs[a]!, this.docs[a + 1]!, this.docs[a + 2]!]
+    const [na, nb, nc] = [this.n[a]!, this.n[a + 1]!, this.n[a + 2]!]
+    const [wa, wb, wc] = [this.idf[a]!, this.idf[a + 1]!, this.idf[a + 2]!]
+    const { avgdl, ts, ref } = this
+    let [pa, pb, pc] = [this.pos[a]!, this.pos[a + 1]!, this.pos[a + 2]!]
+    for (;;) {
+      const da = pa < na ? la[pa]! : END
+      const db = pb < nb ? lb[pb]! : END
+      const dc = pc < nc ? lc[pc]! : END
+      const d = Math.min(da, db, dc)
+      if (d === END) break
+      const info = da === d ? xa[pa]! : db === d ? xb[pb]! : xc[pc]!
+      const norm = BM25_K1 * (1 - BM25_B + (BM25_B * (info >>> 2)) / avgdl)
+      let sa = 0
+      let sb = 0
+      let sc = 0
+      if (da === d) {
+        const tf = ta[pa++]!
+        sa = (wa * (tf * (BM25_K1 + 1))) / (tf + norm)
+      }
+      if (db === d) {
+        const tf = tb[pb++]!
+        sb = (wb * (tf * (BM25_K1 + 1))) / (tf + norm)
+      }
+      if (dc === d) {
+        const tf = tc[pc++]!
+        sc = (wc * (tf * (BM25_K1 + 1))) / (tf + norm)
+      }
+      // The sum in the order many() takes it (the pruning tests' slack covers any order).
+      const partial = sa + sb + sc
+      const row = this.row(info, norm)
+      if (row >= 0 && (partial + this.rows![row + a]!) * SLACK < this.worst) continue
+      ts[ref[a]!] = sa
+      ts[ref[a + 1]!] = sb
+      ts[ref[a + 2]!] = sc
+      this.pos[a] = pa
+      this.pos[a + 1] = pb
+      this.pos[a + 2] = pc
+      this.finish(d, a, norm, partial, row)
+      if (this.first !== a) return true
+    }
+    this.pos[a] = pa
+    this.pos[a + 1] = pb
+    this.pos[a + 2] = pc
+    return false
+  }
+
+  /** Four essential lists or more. */
   private many(): boolean {
     const { m, labels, tfs, n, idf, ref, pos, ts, avgdl } = this
     const first = this.first
