@@ -4,14 +4,15 @@
  * A real Burrow server (child process, HNSW memory store, hashed embedder, relaxed durability)
  * is filled through `POST /v1/memory` in batches of 1,000 with N short chat-like messages
  * (`shortTexts`, ~200 characters, seeded). Queries are 3–5 words taken from held-out messages
- * of the same generator. Measured in the same run:
- *  (c) `GET /v1/memory/search?q=…&limit=10` under autocannon: queries/s and server CPU per query;
- *  then the server stops and the same data dir is opened in this process:
+ * of the same generator. The data dir is copied when it holds N entries (its server stopped, the
+ * index saved), then grown to N2 by a second server. Measured in the same run:
+ *  (c) `GET /v1/memory/search?q=…&limit=10` under autocannon on both sizes at once (two servers), in
+ *      alternating rounds: queries/s and server CPU per query;
+ *  then each data dir is opened in this process:
  *  (a) hnswlib alone: the index file the server saved, read in this process (`TenantIndex.load`, no worker)
  *      and searched directly (`search(vector, 10)`, efSearch 64), same vectors, query vectors pre-computed;
  *  (b) in-process hybrid: `store.search({ text, limit: 10 })` (embed, HNSW, BM25, fusion, LMDB reads of the hits);
- * then the server starts again on the same dir, the corpus grows to N2, and (c) and (a)/(b) are measured again:
- *  (d) API query cost (server CPU per query) at N2 over the cost at N.
+ *  (d) API query cost (server CPU per query) at N2 over the cost at N: the median of the per-round ratios.
  *
  *   npx tsx bench/memory-search.bench.ts      (or: npx tsx bench/run.ts memory-search)
  */
@@ -183,9 +184,11 @@ export async function run(): Promise<BenchResult> {
       if (n === N) cpSync(dir, dirSmall, { recursive: true })
     }
     // Both sizes served at once, loaded in alternating rounds: each round's two runs see the same state of the machine.
-    const servers = [await startServer('burrow', { ...base, BURROW_DATA_DIR: dirSmall }), await startServer('burrow', env)]
+    const servers: ServerChild[] = []
     const loads: Array<Array<Load & { hits: number }>> = [[], []]
     try {
+      servers.push(await startServer('burrow', { ...base, BURROW_DATA_DIR: dirSmall }))
+      servers.push(await startServer('burrow', env))
       for (let r = 0; r < API_ROUNDS; r++)
         for (const [i, server] of servers.entries()) loads[i]!.push(await apiLoad(server, queries, r === 0))
     } finally {
