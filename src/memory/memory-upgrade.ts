@@ -12,13 +12,17 @@ const BLOCK = 1000
 export class MemoryLayoutError extends Error {}
 
 /**
- * Opens the memory environment, upgrading a directory of layout 1 first (once; logged):
- * each tenant's postings are written again as blocks (from the entries' content, which is
- * what the rows were made from), the posting rows and the float32 vector copies are dropped
- * (the saved index files stay valid: labels do not change; what they do not cover is embedded
- * again in the background), and the file is compacted so the space comes back. A crash at any
- * point leaves a directory that opens: the layout mark is written with the last change, and
- * the compacted copy replaces the file only when it is whole.
+ * Opens the memory environment, upgrading an older layout first (once; logged):
+ * - layout 1: each tenant's postings are written again as blocks (from the entries' content,
+ *   which is what the rows were made from), and the posting rows and the float32 vector copies
+ *   are dropped (the saved index files stay valid: labels do not change; what they do not cover
+ *   is embedded again in the background);
+ * - layouts 1 and 2: every entry is written again against the shared msgpack structures
+ *   (memory-db.ts, ENTRY_STRUCTURES) — the decoder of this build reads both encodings, so a
+ *   directory half rewritten is whole;
+ * then the file is compacted so the space comes back. A crash at any point leaves a directory
+ * that opens and is upgraded again: the layout mark is written with the last change, and the
+ * compacted copy replaces the file only when it is whole.
  */
 export async function openUpgraded(dataDir: string, durability: 'fsync' | 'relaxed', logger: Logger): Promise<MemoryDb> {
   const lmdbDir = join(dataDir, 'memory', 'lmdb')
@@ -27,41 +31,57 @@ export async function openUpgraded(dataDir: string, durability: 'fsync' | 'relax
   const db = openMemoryDb(dataDir, durability)
   const layout = db.meta.get('layout') as number | undefined
   if (layout === MEMORY_LAYOUT) return db
-  if (layout !== undefined) {
+  if (layout !== undefined && layout !== 2) {
     await db.root.close()
     throw new MemoryLayoutError(
-      `The memory store in ${lmdbDir} has layout ${String(layout)}; this build reads layout ${MEMORY_LAYOUT} and upgrades layout 1.`,
+      `The memory store in ${lmdbDir} has layout ${String(layout)}; this build reads layout ${MEMORY_LAYOUT} and upgrades layouts 1 and 2.`,
     )
   }
   const names = new Set(db.root.getKeys() as Iterable<unknown>)
-  if (!names.has('postings') && !names.has('vectors')) {
+  const from = layout ?? 1
+  if (from === 1 && !names.has('postings') && !names.has('vectors')) {
     await db.meta.put('layout', MEMORY_LAYOUT) // a new directory
     return db
   }
   const t0 = performance.now()
-  const entries = await writeBlocks(db)
-  const postings = db.root.openDB({ name: 'postings' })
-  const vectors = db.root.openDB({ name: 'vectors', encoding: 'binary' })
+  if (from === 1) await writeBlocks(db)
+  const entries = await rewriteEntries(db)
+  const dropped = from === 1 ? [db.root.openDB({ name: 'postings' }), db.root.openDB({ name: 'vectors', encoding: 'binary' })] : []
   await db.root.transaction(() => {
-    void postings.drop()
-    void vectors.drop()
+    for (const d of dropped) void d.drop()
     void db.meta.put('layout', MEMORY_LAYOUT)
   })
   await db.root.flushed
-  // The dropped rows' pages are free inside the file; a compacting copy gives them back to the disk.
+  // The dropped rows' and rewritten entries' pages are free inside the file; a compacting copy gives them back to the disk.
   mkdirSync(compactDir)
   await db.root.backup(compactDir, true)
   await db.root.close()
   renameSync(join(compactDir, 'data.mdb'), join(lmdbDir, 'data.mdb'))
   rmSync(compactDir, { recursive: true, force: true })
   const upgraded = openMemoryDb(dataDir, durability)
-  logger.info({ from: 1, to: MEMORY_LAYOUT, entries, ms: Math.round(performance.now() - t0) }, 'upgraded the memory store layout')
+  logger.info({ from, to: MEMORY_LAYOUT, entries, ms: Math.round(performance.now() - t0) }, 'upgraded the memory store layout')
   return upgraded
 }
 
-/** Posting blocks for every tenant's entries, BLOCK at a time; returns how many entries. */
-async function writeBlocks(db: MemoryDb): Promise<number> {
+/** Every tenant's entries written again as they read (now against the shared structures), BLOCK at a time; returns how many entries. */
+async function rewriteEntries(db: MemoryDb): Promise<number> {
   let count = 0
+  for (const tenant of [...db.stats.getKeys()] as string[]) {
+    for (let from = 0; ;) {
+      const rows = [...db.entries.getRange({ start: [tenant, from], end: [tenant, Infinity], limit: BLOCK })]
+      if (rows.length === 0) break
+      await db.entries.transaction(() => {
+        for (const { key, value } of rows) void db.entries.put(key, value)
+      })
+      count += rows.length
+      from = (rows.at(-1)!.key[1] as number) + 1
+    }
+  }
+  return count
+}
+
+/** Posting blocks for every tenant's entries, BLOCK at a time. */
+async function writeBlocks(db: MemoryDb): Promise<void> {
   for (const tenant of [...db.stats.getKeys()] as string[]) {
     // Blocks a previous, interrupted upgrade wrote are written again.
     await db.blocks.transaction(() => {
@@ -72,9 +92,7 @@ async function writeBlocks(db: MemoryDb): Promise<number> {
       if (rows.length === 0) break
       const docs: BlockDoc[] = rows.map(({ key, value }) => ({ label: key[1] as number, tf: termFrequencies(tokenize(value.content)) }))
       await db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
-      count += docs.length
       from = docs.at(-1)!.label + 1
     }
   }
-  return count
 }
