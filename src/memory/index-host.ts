@@ -176,7 +176,7 @@ export class IndexHost {
   private searchHosted(h: Hosted, m: { vector: Float64Array; k: number; ef?: number | undefined }): SearchReply {
     let found
     try {
-      found = h.index.search(Array.from(m.vector), m.k, undefined, m.ef)
+      found = h.index.search(plainArray(m.vector, 0, m.vector.length), m.k, undefined, m.ef)
     } catch (err) {
       throw new HostError(`searching the index failed: ${(err as Error).message}`, true)
     }
@@ -303,7 +303,7 @@ export class IndexHost {
         b.at++
         if (h.dropped.delete(label)) continue
         try {
-          h.index.add(label, Array.from(b.vectors.subarray(from, from + dim)))
+          h.index.add(label, plainArray(b.vectors, from, dim))
         } catch (err) {
           // Not trusted again: the main thread replaces the index (or, rebuilding, stops until the next add).
           h.queue = []
@@ -329,6 +329,17 @@ export class IndexHost {
 }
 
 /** Inserts still queued for the index. */
+/**
+ * `n` numbers of a typed array from `from`, as the plain array hnswlib-node takes. A loop: `Array.from`
+ * of a typed array goes through its iterator, about 10 µs for 384 numbers here against 1 µs — on a
+ * search's critical path.
+ */
+function plainArray(v: Float32Array | Float64Array, from: number, n: number): number[] {
+  const out = new Array<number>(n)
+  for (let i = 0; i < n; i++) out[i] = v[from + i]!
+  return out
+}
+
 function queued(h: Hosted): number {
   let n = 0
   for (const b of h.queue) n += b.labels.length - b.at
