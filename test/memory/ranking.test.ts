@@ -1,6 +1,14 @@
 import t from 'tap'
 import { exactTerms, identifierLike } from '../../src/memory/text-features.js'
-import { FUSION, FUSION_BY_EMBEDDER, fuseScores, normaliser, rank, type Ranked } from '../../src/memory/memory-ranking.js'
+import {
+  FUSION,
+  FUSION_BY_EMBEDDER,
+  fuseScores,
+  normaliser,
+  rank,
+  type FusionWeights,
+  type Ranked,
+} from '../../src/memory/memory-ranking.js'
 
 t.test('exactTerms: only identifier-like tokens, never capitalised words', async (t) => {
   t.same(exactTerms('what changed in 2.13.13?'), ['2.13.13'])
@@ -205,4 +213,42 @@ t.test('hybrid ranking puts exact matches first, keeping scores ordered', async 
     [1, 5 / 9],
   )
   t.same(rank('vector', vector, keyword, 1), [{ label: 1, score: 0.9 }])
+})
+
+t.test('hybrid ranking keeps only the best `limit` of each group: the same as partitioning the whole sorted fusion', async (t) => {
+  // The definition: fuse every candidate, sort, exact matches first (in fused order), then the rest.
+  const reference = (vector: Ranked[], keyword: Ranked[], limit: number, exact: Set<number>, w: FusionWeights): Ranked[] => {
+    const all = fuseScores(vector, keyword, w)
+    if (exact.size === 0) return all.slice(0, limit)
+    const first = all.filter((r) => exact.has(r.label)).map((r) => ({ label: r.label, score: 0.5 + Math.max(r.score, 1e-9) / 2 }))
+    const rest = all.filter((r) => !exact.has(r.label)).map((r) => ({ label: r.label, score: r.score / 2 }))
+    return [...first, ...rest].slice(0, limit)
+  }
+  let seed = 7
+  const rnd = (n: number) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+    return seed % n
+  }
+  // Few distinct labels and scores: labels in both lists, ties on fused score (broken by label) are common.
+  const list = (n: number) => {
+    const labels = [...new Set(Array.from({ length: n }, () => rnd(40)))]
+    return labels.map((label) => ({ label, score: rnd(5) / 4 })).sort((a, b) => b.score - a.score)
+  }
+  const weights: FusionWeights[] = [FUSION, FUSION_BY_EMBEDDER.neural, { vector: 0.5, keyword: 0.5, normalisation: 'minmax' }]
+  let compared = 0
+  for (let i = 0; i < 600; i++) {
+    const vector = list(rnd(35))
+    const keyword = list(rnd(35))
+    const exact = new Set(rnd(3) === 0 ? [] : Array.from({ length: rnd(6) }, () => rnd(40)))
+    const limit = [0, 1, 3, 10, 30, 100][rnd(6)]!
+    const w = weights[rnd(weights.length)]!
+    const got = rank('hybrid', vector, keyword, limit, exact, w)
+    const want = reference(vector, keyword, limit, exact, w)
+    if (JSON.stringify(got) !== JSON.stringify(want)) {
+      t.same(got, want, `case ${i}`)
+      return
+    }
+    compared += got.length
+  }
+  t.ok(compared > 5000, `every case equal (${compared} hits compared)`)
 })
