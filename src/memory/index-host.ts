@@ -328,7 +328,6 @@ export class IndexHost {
   }
 }
 
-/** Inserts still queued for the index. */
 /**
  * `n` numbers of a typed array from `from`, as the plain array hnswlib-node takes. A loop: `Array.from`
  * of a typed array goes through its iterator, about 10 µs for 384 numbers here against 1 µs — on a
@@ -340,6 +339,7 @@ function plainArray(v: Float32Array | Float64Array, from: number, n: number): nu
   return out
 }
 
+/** Inserts still queued for the index. */
 function queued(h: Hosted): number {
   let n = 0
   for (const b of h.queue) n += b.labels.length - b.at
