@@ -40,7 +40,20 @@ export const ENTRY_STRUCTURES = Symbol.for('structures')
  * the user's, and an object of them is encoded with its own field names, as in layout 2 — so
  * metadata of many shapes cannot use up the shared structures.
  */
-const ENTRY_FIELDS: ReadonlySet<string> = new Set(['id', 'tenant', 'content', 'session_id', 'turn', 'seq', 'created_at', 'metadata', 'len'])
+const ENTRY_FIELDS: ReadonlySet<string> = new Set(
+  // A record of every StoredEntry key: a field added to the type fails to compile until it is listed here.
+  Object.keys({
+    id: true,
+    tenant: true,
+    content: true,
+    session_id: true,
+    turn: true,
+    seq: true,
+    created_at: true,
+    metadata: true,
+    len: true,
+  } satisfies Record<keyof StoredEntry, true>),
+)
 
 /** The entries database's options (lmdb-js hands `shouldShareStructure` to msgpackr; its typings do not list it). */
 const ENTRY_OPTIONS: DatabaseOptions & { name: string; shouldShareStructure(keys: string[]): boolean } = {

@@ -77,6 +77,7 @@ export function fusionFor(embedderId: string): FusionWeights {
  * ids, versions, hosts, commits, paths — see `exactTerms`), the passages that contain all of
  * them (`exact`) rank first in hybrid mode: look-alike ids are close in vector space, but only
  * the exact match answers the question. Ties break by label, so results are deterministic.
+ * Labels are the stores' entry labels: integers from 0 (the heaps keep them as uint32).
  */
 export function rank(
   mode: NonNullable<MemoryQuery['mode']>,

@@ -6,7 +6,7 @@ import { termFrequencies } from './bm25.js'
 import { encodeBlock, type BlockDoc } from './posting-blocks.js'
 import { tokenize } from './text-features.js'
 
-/** Entries per posting block written by the upgrade. */
+/** Entries per transaction (and per posting block, from layout 1) written by the upgrade. */
 const BLOCK = 1000
 
 export class MemoryLayoutError extends Error {}
@@ -44,8 +44,7 @@ export async function openUpgraded(dataDir: string, durability: 'fsync' | 'relax
     return db
   }
   const t0 = performance.now()
-  if (from === 1) await writeBlocks(db)
-  const entries = await rewriteEntries(db)
+  const entries = await rewriteEntries(db, from === 1)
   const dropped = from === 1 ? [db.root.openDB({ name: 'postings' }), db.root.openDB({ name: 'vectors', encoding: 'binary' })] : []
   await db.root.transaction(() => {
     for (const d of dropped) void d.drop()
@@ -63,36 +62,33 @@ export async function openUpgraded(dataDir: string, durability: 'fsync' | 'relax
   return upgraded
 }
 
-/** Every tenant's entries written again as they read (now against the shared structures), BLOCK at a time; returns how many entries. */
-async function rewriteEntries(db: MemoryDb): Promise<number> {
+/**
+ * One pass over every tenant's entries, BLOCK at a time, each page in one transaction: the entries
+ * written again as they read (now against the shared structures) and, from layout 1, their posting
+ * blocks (made from the content, which is what the rows were made from). Returns how many entries.
+ */
+async function rewriteEntries(db: MemoryDb, withBlocks: boolean): Promise<number> {
   let count = 0
   for (const tenant of [...db.stats.getKeys()] as string[]) {
+    // Blocks a previous, interrupted upgrade wrote are written again.
+    if (withBlocks)
+      await db.blocks.transaction(() => {
+        for (const key of db.blocks.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) void db.blocks.remove(key)
+      })
     for (let from = 0; ;) {
       const rows = [...db.entries.getRange({ start: [tenant, from], end: [tenant, Infinity], limit: BLOCK })]
       if (rows.length === 0) break
+      const first = rows[0]!.key[1] as number
+      const docs: BlockDoc[] = withBlocks
+        ? rows.map(({ key, value }) => ({ label: key[1] as number, tf: termFrequencies(tokenize(value.content)) }))
+        : []
       await db.entries.transaction(() => {
         for (const { key, value } of rows) void db.entries.put(key, value)
+        if (withBlocks) void db.blocks.put([tenant, first], encodeBlock(first, docs))
       })
       count += rows.length
       from = (rows.at(-1)!.key[1] as number) + 1
     }
   }
   return count
-}
-
-/** Posting blocks for every tenant's entries, BLOCK at a time. */
-async function writeBlocks(db: MemoryDb): Promise<void> {
-  for (const tenant of [...db.stats.getKeys()] as string[]) {
-    // Blocks a previous, interrupted upgrade wrote are written again.
-    await db.blocks.transaction(() => {
-      for (const key of db.blocks.getKeys({ start: [tenant, 0], end: [tenant, Infinity] })) void db.blocks.remove(key)
-    })
-    for (let from = 0; ;) {
-      const rows = [...db.entries.getRange({ start: [tenant, from], end: [tenant, Infinity], limit: BLOCK })]
-      if (rows.length === 0) break
-      const docs: BlockDoc[] = rows.map(({ key, value }) => ({ label: key[1] as number, tf: termFrequencies(tokenize(value.content)) }))
-      await db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
-      from = docs.at(-1)!.label + 1
-    }
-  }
 }
