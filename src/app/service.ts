@@ -104,7 +104,13 @@ async function build(
     const closable = embedder as Embedder & { close?: () => Promise<void> }
     if (closable.close) cleanup.push(() => closable.close!())
     try {
-      const store = await HnswMemoryStore.open({ dataDir: config.dataDir, embedder, durability: config.durability, logger: deps.logger })
+      const store = await HnswMemoryStore.open({
+        dataDir: config.dataDir,
+        embedder,
+        durability: config.durability,
+        logger: deps.logger,
+        idempotencyTtlMs: IDEMPOTENCY_TTL_MS,
+      })
       memory = store
     } catch (err) {
       throw new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)

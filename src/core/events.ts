@@ -61,8 +61,17 @@ export interface EventEnvelope<T extends EventType = EventType> {
 
 export interface EventData {
   session_created: { config: SessionConfig }
-  /** `settings`: the model settings the request gave (not the session's defaults); `max_tokens` repeats its max_tokens for older readers. */
-  turn_started: { input: ContentBlock[] | null; continuation: boolean; max_tokens?: number; settings?: ModelSettings }
+  /**
+   * `settings`: the model settings the request gave (not the session's defaults); `max_tokens` repeats its max_tokens for older readers.
+   * `idempotency`: the request's Idempotency-Key and fingerprint, when it had one (the run's outcome is recorded under it).
+   */
+  turn_started: {
+    input: ContentBlock[] | null
+    continuation: boolean
+    max_tokens?: number
+    settings?: ModelSettings
+    idempotency?: { key: string; fingerprint: string }
+  }
   text_delta: { text: string }
   assistant_message: { message: Message; usage: Usage; stop_reason: string; model: string; step: number; client_tool_call_ids?: string[] }
   tool_call: ToolCall & { executor: 'client' | 'server' }

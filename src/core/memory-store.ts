@@ -1,3 +1,5 @@
+import type { IdempotencyStore, IdempotencyWrite } from './stores.js'
+
 /** One remembered passage, with provenance. */
 export interface MemoryEntry {
   id: string
@@ -12,6 +14,9 @@ export interface MemoryEntry {
 }
 
 export type NewMemoryEntry = Omit<MemoryEntry, 'id' | 'created_at'>
+
+/** The idempotency outcome of an add, from the entries it stores (ids given), committed with them. */
+export type MemoryAddOutcome = (added: readonly MemoryEntry[]) => IdempotencyWrite | undefined
 
 export interface MemoryHit {
   entry: MemoryEntry
@@ -64,7 +69,12 @@ export interface MemoryStore {
    * committed it does not throw — maintaining a search index afterwards is the store's
    * own business.
    */
-  add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]>
+  add(entries: readonly NewMemoryEntry[], outcome?: MemoryAddOutcome): Promise<MemoryEntry[]>
+  /**
+   * Where the outcomes of idempotent adds are kept: `add` commits the one `outcome` gives in the
+   * same transaction as the entries. Absent: the store cannot, and `outcome` is not called.
+   */
+  readonly idempotency?: IdempotencyStore
   search(q: MemoryQuery): Promise<MemoryHit[]>
   /**
    * Removes a session's entries; returns how many. Session ids are never reused, so the

@@ -46,6 +46,19 @@ export interface OpenTurn {
   results: ToolResultBlock[]
   /** The model settings the turn's request gave (its `turn_started`): a continuation runs with them too. */
   settings?: ModelSettings
+  /**
+   * The request that runs the turn now, when it came with an Idempotency-Key (its `turn_started`):
+   * whoever ends the run — the loop, or recovery closing it after a crash — commits that key's
+   * outcome with the run's last events. Gone once the turn pauses: the pause was that request's outcome.
+   */
+  request?: TurnRequest
+}
+
+/** An idempotent request running a turn: its caller's key, its fingerprint, and the seq of its run's first event. */
+export interface TurnRequest {
+  key: string
+  fingerprint: string
+  first_seq: number
 }
 
 /**

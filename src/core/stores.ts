@@ -130,6 +130,17 @@ export interface IdempotencyRecord {
   outcome: { ok: true; value: unknown } | { ok: false; code: string; message: string; data?: Record<string, unknown> }
 }
 
+/**
+ * An idempotency outcome written in the same transaction as the work it records (the session
+ * commit that ends a turn, creates, forks or changes a session; a memory add): after any crash
+ * a retry finds the work and its outcome, or neither.
+ */
+export interface IdempotencyWrite {
+  /** The service's key: `tenant \0 session \0 key` (session `-` for calls outside a session). */
+  key: string
+  record: IdempotencyRecord
+}
+
 /** What claiming an idempotency key found (stores shared by several processes). */
 export type IdempotencyClaim =
   /** The key is this process's now: it runs the call, then `put`s the outcome (or `release`s the key). */
@@ -151,6 +162,8 @@ export interface IdempotencyStore {
   release?(key: string): Promise<void>
   /** Remembers an outcome (completing this process's claim of the key, if it has one). */
   put(key: string, record: IdempotencyRecord): Promise<void>
+  /** The key's outcome was committed with its work (an {@link IdempotencyWrite}): this process's claim of it is over. */
+  completed?(key: string): void
   /** Drops records whose key starts with `prefix` (a deleted session's). */
   deletePrefix(prefix: string): Promise<void>
 }
@@ -219,9 +232,15 @@ export interface SessionRepository {
    * nothing of them, on a seq gap or a failed write. Returns nothing when there is nothing to
    * wait for (the null repository): the events are then published at once. `fence` is the token
    * of the session's lease the commit is made under (0: none); with `leases`, a commit whose token
-   * is older than the session's newest lease is refused, writing nothing.
+   * is older than the session's newest lease is refused, writing nothing. `outcomes` are written
+   * in the same transaction as the events (into `idempotency`), or not at all.
    */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence?: number): Promise<void> | void
+  commit(
+    events: readonly EventEnvelope[],
+    snapshot: SessionRecord,
+    fence?: number,
+    outcomes?: readonly IdempotencyWrite[],
+  ): Promise<void> | void
   /**
    * Returns when sessions outlive the process here; the null repository throws
    * `SESSION_PERSISTENCE_DISABLED`. Operations that need stored sessions (read, list, archive,

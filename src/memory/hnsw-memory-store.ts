@@ -2,7 +2,17 @@ import { randomUUID } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { SILENT_LOGGER } from '../core/logger.js'
-import type { MemoryEntry, MemoryHit, MemoryListQuery, MemoryPage, MemoryQuery, MemoryStore, NewMemoryEntry } from '../core/memory-store.js'
+import type {
+  MemoryAddOutcome,
+  MemoryEntry,
+  MemoryHit,
+  MemoryListQuery,
+  MemoryPage,
+  MemoryQuery,
+  MemoryStore,
+  NewMemoryEntry,
+} from '../core/memory-store.js'
+import { MemoryAddOutcomes } from './memory-outcomes.js'
 import type { KeywordIndex } from './keyword-index.js'
 import { publicEntry, type MemoryDb } from './memory-db.js'
 import { openUpgraded } from './memory-upgrade.js'
@@ -12,6 +22,8 @@ import { ENTRIES, MemoryCore, type MemoryCoreOptions } from './memory-core.js'
 
 export interface HnswMemoryOptions extends MemoryCoreOptions {
   durability: 'fsync' | 'relaxed'
+  /** How long the outcomes of idempotent adds are kept (default 24 hours). */
+  idempotencyTtlMs?: number
 }
 
 /**
@@ -30,10 +42,15 @@ export interface HnswMemoryOptions extends MemoryCoreOptions {
 export class HnswMemoryStore implements MemoryStore {
   private readonly db: MemoryDb
   private readonly writes: WriteHealth
+  readonly idempotency: MemoryAddOutcomes
 
-  private constructor(private readonly core: MemoryCore) {
+  private constructor(
+    private readonly core: MemoryCore,
+    idempotencyTtlMs: number,
+  ) {
     this.db = core.db
     this.writes = core.writes
+    this.idempotency = new MemoryAddOutcomes(core.db.idempotency, idempotencyTtlMs, core.writes)
   }
 
   static async open(opts: HnswMemoryOptions): Promise<HnswMemoryStore> {
@@ -42,7 +59,9 @@ export class HnswMemoryStore implements MemoryStore {
     try {
       core = new MemoryCore(db, opts)
       await core.checkEmbedder()
-      return new HnswMemoryStore(core)
+      const store = new HnswMemoryStore(core, opts.idempotencyTtlMs ?? 24 * 3600 * 1000)
+      await store.idempotency.sweep()
+      return store
     } catch (err) {
       await core?.cache.close().catch(() => undefined)
       await db.root.close().catch(() => undefined)
@@ -50,10 +69,12 @@ export class HnswMemoryStore implements MemoryStore {
     }
   }
 
-  async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
+  async add(entries: readonly NewMemoryEntry[], outcome?: MemoryAddOutcome): Promise<MemoryEntry[]> {
     if (entries.length === 0) return []
     this.core.assertOpen()
     const prepared = await this.core.prepare(entries, randomUUID)
+    const added = prepared.map((p) => publicEntry(p.entry))
+    const record = outcome?.(added)
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
@@ -83,6 +104,7 @@ export class HnswMemoryStore implements MemoryStore {
           }
           // One posting block per tenant: this call's labels of a tenant are consecutive.
           for (const [tenant, docs] of blocks) this.db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
+          if (record) this.idempotency.writeIn(record)
           return null
         }),
       ENTRIES,
@@ -92,7 +114,7 @@ export class HnswMemoryStore implements MemoryStore {
     // call — a retry would add the entries twice. The vectors wait in memory, found by an
     // exact scan, while the HNSW index takes them in the background.
     this.core.added(prepared)
-    return prepared.map((p) => publicEntry(p.entry))
+    return added
   }
 
   search(q: MemoryQuery): Promise<MemoryHit[]> {

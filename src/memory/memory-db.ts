@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type DatabaseOptions, type RootDatabase } from 'lmdb'
 import type { MemoryEntry } from '../core/memory-store.js'
+import type { IdempotencyRecord } from '../core/stores.js'
 
 /** An entry as stored: the public entry plus its length in tokens (for BM25). */
 export type StoredEntry = MemoryEntry & { len: number }
@@ -80,6 +81,8 @@ export interface MemoryDb {
   tombstones: Database<number, [string, number]>
   /** [tenant, session] → deletion time (ms): sessions whose memories were deleted; nothing is added to them again */
   deletedSessions: Database<number, [string, string]>
+  /** [tenant, scope, caller's key] → the outcome of an idempotent add, written with its entries (memory-outcomes.ts) */
+  idempotency: Database<IdempotencyRecord, [string, string, string]>
 }
 
 /**
@@ -115,5 +118,6 @@ export function openMemoryDb(dataDir: string, durability: 'fsync' | 'relaxed' = 
     stats: root.openDB({ name: 'stats' }),
     tombstones: root.openDB({ name: 'tombstones' }),
     deletedSessions: root.openDB({ name: 'deleted_sessions' }),
+    idempotency: root.openDB({ name: 'idempotency' }),
   }
 }

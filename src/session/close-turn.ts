@@ -1,23 +1,55 @@
-import type { EventEnvelope } from '../core/events.js'
-import type { ErrorCode } from '../core/errors.js'
+import { BurrowError, type ErrorCode } from '../core/errors.js'
 import type { SessionRecord } from '../core/session-record.js'
+import { failedOutcome, idempotencyKey, type Receipt } from './idempotency.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
 import { INPUT_REJECTED } from './session-reducer.js'
 import { turnUsage } from './turn-output.js'
 
+/** What the run a close ends answers, when this process runs it (the turn loop's own failure). */
+export interface RunEnd {
+  /** The error's data (default: the close's reason). */
+  data?: Record<string, unknown> | undefined
+  /** The seq of the run's first event. */
+  firstSeq?: number
+  /** The run's request's receipt, when it came with an Idempotency-Key. */
+  receipt?: Receipt | null
+}
+
 /**
- * Ends a session's open turn with `turn_failed`: every tool call still without a
- * result gets a synthetic error result first, so no tool call is left dangling.
+ * Ends a session's open turn with `turn_failed`: every tool call still without a result gets a
+ * synthetic error result first, so no tool call is left dangling. Returns what the run it ends
+ * answers (null without an open turn) — and when that run's request came with an
+ * Idempotency-Key (its receipt, or the turn's recorded request when the run was cut off by a
+ * crash), that answer is the key's outcome, committed with the close.
  */
 export async function closeOpenTurn(
   session: LiveSession,
   code: ErrorCode | string,
   message: string,
   reason?: string,
-): Promise<EventEnvelope[]> {
+  run: RunEnd = {},
+): Promise<BurrowError | null> {
   const open = session.record.open_turn
-  if (!open) return []
-  return session.emit(open.turn, closingEvents(session.record, code, message, reason))
+  if (!open) return null
+  // A paused turn's request was answered by the pause; a running one's is answered by this close.
+  const request = open.state === 'running' ? open.request : undefined
+  const firstSeq = run.firstSeq ?? request?.first_seq ?? open.first_seq
+  let answer!: BurrowError
+  session.emit(open.turn, closingEvents(session.record, code, message, reason), (s) => {
+    answer = new BurrowError(code as ErrorCode, message, {
+      ...(run.data ?? (reason ? { reason } : {})),
+      turn: open.turn,
+      first_seq: firstSeq,
+      last_seq: s.record.last_seq,
+    })
+    if (run.receipt) return run.receipt.seal(failedOutcome(answer))
+    if (!request) return undefined
+    return {
+      key: idempotencyKey(s.tenant, s.id, request.key),
+      record: { fingerprint: request.fingerprint, created_at: Date.now(), outcome: failedOutcome(answer) },
+    }
+  })
+  return answer
 }
 
 /**

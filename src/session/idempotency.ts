@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
-import type { IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
+import type { CallContext } from '../core/session-service.js'
+import type { IdempotencyRecord, IdempotencyStore, IdempotencyWrite } from '../core/stores.js'
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
 /** How long a retry waits for its key's first attempt running on another replica before SESSION_BUSY (docs/api.md). */
@@ -22,20 +23,70 @@ export function fingerprint(op: string, body: unknown): string {
   return createHash('sha256').update(op).update('\0').update(canonicalJson(body)).digest('hex')
 }
 
+/**
+ * A request's Idempotency-Key, handed to the work it runs: the work commits the outcome with its
+ * last write (`seal`), in the same transaction, so a crash leaves both or neither. Work that
+ * writes nothing leaves the receipt unsealed, and the outcome is then remembered after it.
+ */
+export class Receipt {
+  private sealedWith: IdempotencyWrite | null = null
+
+  constructor(
+    /** The service's key (`tenant \0 session \0 key`). */
+    readonly key: string,
+    /** The caller's part of it, as a turn records it in `turn_started`. */
+    readonly callerKey: string,
+    readonly fingerprint: string,
+    /** Whether the outcome was already committed by someone (under the session's lease: see `Idempotency`). */
+    private readonly lookUp: () => Promise<boolean>,
+  ) {}
+
+  /** The record of `outcome`, for the commit of the work's last events. */
+  seal(outcome: IdempotencyRecord['outcome']): IdempotencyWrite {
+    // A copy, as the stores would read it back: the answer may share arrays the session goes on changing before the commit is written.
+    const copy = JSON.parse(JSON.stringify(outcome)) as IdempotencyRecord['outcome']
+    this.sealedWith = { key: this.key, record: { fingerprint: this.fingerprint, created_at: Date.now(), outcome: copy } }
+    return this.sealedWith
+  }
+
+  /** Whether a commit carried the outcome. */
+  get sealed(): boolean {
+    return this.sealedWith !== null
+  }
+
+  /**
+   * Throws {@link AlreadyRun} when the key's outcome is stored already. Work on a store several
+   * processes share calls it holding the session's lease, after the lease's holder before it was
+   * closed: every commit of the session is made under its lease, so what it finds then is final.
+   */
+  async ensureFirst(): Promise<void> {
+    if (await this.lookUp()) throw new AlreadyRun()
+  }
+}
+
+/** Thrown by work whose key turned out to have run already: its stored outcome is the answer. */
+export class AlreadyRun extends Error {}
+
+/** What a recorded turn's run failed with, as the outcome of its request. */
+export function failedOutcome(err: BurrowError): IdempotencyRecord['outcome'] {
+  return { ok: false, code: err.code, message: err.message, data: err.data ?? {} }
+}
+
 export interface IdempotentCall<T> {
   key: string
   op: string
   body: unknown
-  run: () => Promise<T>
+  run: (receipt: Receipt) => Promise<T>
   /** Called with a remembered outcome before it is returned (e.g. to replay a turn's events). */
   onReplay?: ((outcome: IdempotencyRecord['outcome']) => Promise<void>) | undefined
 }
 
 /**
- * Runs a call at most once per key: a retry with the same request gets the first
- * outcome (waiting for it if still running — in this process, or with a shared store
- * in another, for up to `waitMs`); a different request under the same key is `IDEMPOTENCY_CONFLICT`. Errors are remembered only when the call did work
- * (a failed turn carries `data.turn`); rejected requests can be retried.
+ * Runs a call at most once per key: a retry with the same request gets the first outcome
+ * (waiting for it if still running — in this process, or with a shared store in another, for up
+ * to `waitMs`); a different request under the same key is `IDEMPOTENCY_CONFLICT`. The work
+ * commits its outcome with its last write (a {@link Receipt}); errors are outcomes only when the
+ * call did work (a failed turn carries `data.turn`), so rejected requests can be retried.
  */
 export class Idempotency {
   private readonly inflight = new Map<string, { fp: string; done: Promise<unknown> }>()
@@ -107,29 +158,34 @@ export class Idempotency {
   }
 
   private async execute<T>(c: IdempotentCall<T>, fp: string, claimed = false): Promise<T> {
+    const receipt = new Receipt(c.key, callerPart(c.key), fp, async () => (await this.store.get(c.key)) !== undefined)
     let value: T
     try {
-      value = await c.run()
+      value = await c.run(receipt)
     } catch (err) {
-      if (err instanceof BurrowError && err.data && typeof err.data.turn === 'number') {
-        await this.remember(c.key, {
-          fingerprint: fp,
-          created_at: Date.now(),
-          outcome: { ok: false, code: err.code, message: err.message, data: err.data },
-        })
+      if (err instanceof AlreadyRun) {
+        const rec = await this.store.get(c.key)
+        if (rec) return this.replay(c, fp, rec)
+      }
+      if (receipt.sealed) this.store.completed?.(c.key)
+      else if (err instanceof BurrowError && err.data && typeof err.data.turn === 'number') {
+        // A failure recorded without its outcome (the work ended before its last commit could carry it).
+        await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: failedOutcome(err) })
       } else if (claimed) {
         // Refused before any work: the key is free again (left, the claim would expire by itself).
         await this.store.release?.(c.key).catch((e: unknown) => this.onUnremembered(e, c.key))
       }
       throw err
     }
-    await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: true, value } })
+    if (receipt.sealed) this.store.completed?.(c.key)
+    else await this.remember(c.key, { fingerprint: fp, created_at: Date.now(), outcome: { ok: true, value } })
     return value
   }
 
   /**
-   * The work is done and durable when this runs: failing to remember it (a full disk) must not turn
-   * a success into an error the client would retry — the answer goes out, the failure is reported.
+   * For work that committed nothing its outcome could go with (a PATCH that changes nothing, a
+   * compaction): failing to remember it (a full disk) must not turn a success into an error the
+   * client would retry — the answer goes out, the failure is reported.
    */
   private async remember(key: string, record: IdempotencyRecord): Promise<void> {
     try {
@@ -144,7 +200,37 @@ function conflict(): BurrowError {
   return new BurrowError('IDEMPOTENCY_CONFLICT', undefined, { field: 'header/idempotency-key' })
 }
 
+/**
+ * Runs `run` at most once per the caller's Idempotency-Key (the service's idempotency scope),
+ * handing it the key's receipt (null without a key) for its last commit to carry the outcome.
+ */
+export type IdempotentRunner = <T>(
+  ctx: CallContext,
+  tenant: string,
+  op: string,
+  sessionId: string | null,
+  body: unknown,
+  run: (receipt: Receipt | null) => Promise<T>,
+  onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>,
+) => Promise<T>
+
+/** The service's runner over `idem`: a call with the caller's key goes through it, one without runs as it is. */
+export function idempotentRunner(idem: Idempotency): IdempotentRunner {
+  return (ctx, tenant, op, sessionId, body, run, onReplay) => {
+    const callerKey = ctx.idempotencyKey
+    if (!callerKey) return run(null)
+    return idem.run({ key: idempotencyKey(tenant, sessionId, callerKey), op, body, run, onReplay })
+  }
+}
+
 /** Keys are scoped by tenant and session, so clients cannot collide across either. */
 export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {
   return `${tenant}\u0000${sessionId ?? '-'}\u0000${key}`
+}
+
+/** The caller's part of a key {@link idempotencyKey} made (after its second NUL). */
+function callerPart(key: string): string {
+  const a = key.indexOf('\u0000')
+  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
+  return b < 0 ? key : key.slice(b + 1)
 }

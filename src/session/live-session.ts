@@ -2,6 +2,7 @@ import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { EventData, EventEnvelope, EventType } from '../core/events.js'
 import { isStoredEventType } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
+import type { IdempotencyWrite } from '../core/stores.js'
 import type { Cancellation } from './cancellation.js'
 import { TurnSlot } from './turn-slot.js'
 import { applyEvent, discardedBy, type Discarded } from './session-reducer.js'
@@ -16,10 +17,21 @@ export type EventSink = (e: EventEnvelope) => void
 
 /**
  * Persists a batch of events a session emitted (its record has applied them), with what a
- * compaction among them took out of the history; resolves once they are durable (returns
- * nothing when there is nothing to wait for).
+ * compaction among them took out of the history and the idempotency outcomes to commit with
+ * them; resolves once they are durable (returns nothing when there is nothing to wait for).
  */
-export type CommitFn = (events: readonly EventEnvelope[], session: LiveSession, discarded?: Discarded) => Promise<void> | void
+export type CommitFn = (
+  events: readonly EventEnvelope[],
+  session: LiveSession,
+  discarded?: Discarded,
+  outcomes?: readonly IdempotencyWrite[],
+) => Promise<void> | void
+
+/**
+ * The outcome a request's last events commit with (idempotency.ts, Receipt), computed from the
+ * session once they are applied: the answer is read from the record they produced.
+ */
+export type Seal = (session: LiveSession) => IdempotencyWrite | undefined
 
 /** What runs on a session — a turn, or a manual compaction (the `Turn` of turn.ts): at most one at a time. */
 export interface RunningWork {
@@ -87,9 +99,10 @@ export class LiveSession {
    * The store may write them later, together with the session's next events (group commit):
    * nothing waits for that but what must — publication (a subscriber never sees an event that
    * is not stored) and acknowledgements, which wait for `settled()`. A failed commit breaks the
-   * session (its record is ahead of the log) and makes `settled()` reject.
+   * session (its record is ahead of the log) and makes `settled()` reject. `seal` gives the
+   * idempotency outcome the events are committed with.
    */
-  emit(turn: number, events: readonly PendingEvent[]): EventEnvelope[] {
+  emit(turn: number, events: readonly PendingEvent[], seal?: Seal): EventEnvelope[] {
     if (this.broken) throw this.failed()
     const at = this.now().toISOString()
     const out: EventEnvelope[] = []
@@ -104,7 +117,8 @@ export class LiveSession {
     }
     let pending: Promise<void> | void
     try {
-      pending = this.commit(out, this, discarded)
+      const outcome = seal?.(this)
+      pending = this.commit(out, this, discarded, outcome ? [outcome] : undefined)
     } catch (err) {
       this.break(err)
       throw this.failed()

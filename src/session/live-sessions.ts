@@ -8,7 +8,7 @@ import type { SessionLease, SessionRepository } from '../core/stores.js'
 import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
 import type { EventHub } from './event-hub.js'
 import { LeaseKeeper, type LetGo } from './lease-keeper.js'
-import { LiveSession, type CommitFn, type RunningWork } from './live-session.js'
+import { LiveSession, type CommitFn, type RunningWork, type Seal } from './live-session.js'
 import type { CommittedBatch, SessionListener } from './session-listener.js'
 import { applyEvent } from './session-reducer.js'
 
@@ -45,7 +45,10 @@ export class LiveSessions {
     this.listeners = opts.listeners ?? []
     const leases = opts.repository.leases
     this.keeper = leases ? new LeaseKeeper(leases, opts.logger, opts.leaseLingerMs ?? 0) : null
-    this.commit = this.listeners.length === 0 ? (events, s) => this.repo.commit(events, s.record, this.fence(s.id)) : this.commitAndTell
+    this.commit =
+      this.listeners.length === 0
+        ? (events, s, _discarded, outcomes) => this.repo.commit(events, s.record, this.fence(s.id), outcomes)
+        : this.commitAndTell
   }
 
   /** Whether sessions are leased (the store is shared by several processes). */
@@ -167,10 +170,13 @@ export class LiveSessions {
     s.record = stored
   }
 
-  /** A new session: its `session_created` is committed (the listeners told), then it is live. Not yet published. */
-  async create(event: EventEnvelope<'session_created'>): Promise<LiveSession> {
+  /**
+   * A new session: its `session_created` is committed (with the outcome `seal` gives, and the
+   * listeners told), then it is live. Not yet published.
+   */
+  async create(event: EventEnvelope<'session_created'>, seal?: Seal): Promise<LiveSession> {
     const s = this.make(applyEvent(undefined, event))
-    await this.commit([event], s)
+    await this.commitNew([event], s, seal)
     return this.admit(s)
   }
 
@@ -179,12 +185,17 @@ export class LiveSessions {
    * log), committed as one write, then live. Not yet published; compactions in it index nothing
    * (what they discarded is the source's, indexed there).
    */
-  async createFrom(events: readonly EventEnvelope[]): Promise<LiveSession> {
+  async createFrom(events: readonly EventEnvelope[], seal?: Seal): Promise<LiveSession> {
     let record: SessionRecord | undefined
     for (const e of events) record = applyEvent(record, e)
     const s = this.make(record!)
-    await this.commit(events, s)
+    await this.commitNew(events, s, seal)
     return this.admit(s)
+  }
+
+  private async commitNew(events: readonly EventEnvelope[], s: LiveSession, seal?: Seal): Promise<void> {
+    const outcome = seal?.(s)
+    await this.commit(events, s, undefined, outcome ? [outcome] : undefined)
   }
 
   /** Makes a stored record live in this process (one recovered at start-up). */
@@ -337,9 +348,9 @@ export class LiveSessions {
   }
 
   /** The commit path with listeners: they are told once the repository made the events durable. */
-  private readonly commitAndTell: CommitFn = (events, session, discarded) => {
+  private readonly commitAndTell: CommitFn = (events, session, discarded, outcomes) => {
     const batch: CommittedBatch = { session, events, discarded }
-    const done = this.repo.commit(events, session.record, this.fence(session.id))
+    const done = this.repo.commit(events, session.record, this.fence(session.id), outcomes)
     if (!done) {
       this.tell(batch)
       return

@@ -3,7 +3,7 @@ import { BurrowError, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionNote } from '../core/session-record.js'
 import type { CallContext, EventPage, EventSubscription, SessionService, SubscribeOptions } from '../core/session-service.js'
-import type { SessionRepository } from '../core/stores.js'
+import type { IdempotencyStore, SessionRepository } from '../core/stores.js'
 import { toCreated, toView } from '../core/views.js'
 import type {
   AccessToken,
@@ -32,13 +32,13 @@ import { closeOpenTurn } from './close-turn.js'
 import { drainTurns } from './drain-turns.js'
 import type { EventHub } from './event-hub.js'
 import { EventReplay } from './event-replay.js'
-import { Idempotency, idempotencyKey } from './idempotency.js'
+import { Idempotency, idempotentRunner, type IdempotentRunner } from './idempotency.js'
 import type { LiveSession } from './live-session.js'
 import type { LiveSessions } from './live-sessions.js'
 import { TenantMemory } from './memory-ops.js'
 import { TenantFeed } from './tenant-feed.js'
 import { notesAccess } from './session-notes.js'
-import { SessionTurns, type IdempotentRunner } from './session-turns.js'
+import { SessionTurns } from './session-turns.js'
 import { normalizeSessionQuery } from '../core/session-filter.js'
 import { forkSession, updateSession } from './session-edits.js'
 import { sessionConfig, type SessionConfigRules } from './turn-requests.js'
@@ -61,7 +61,9 @@ export class LocalSessionService implements SessionService {
   /** The resumable tenant stream, where the store keeps a tenant journal (else the stream is live only). */
   private readonly tenantFeed: TenantFeed | undefined
   private readonly replay: EventReplay
-  private readonly idem: Idempotency
+  private readonly idempotent: IdempotentRunner
+  /** Memory adds: their outcomes are kept where their entries are, when the memory store keeps them (else with the sessions'). */
+  private readonly memoryIdempotent: IdempotentRunner
   private readonly configRules: SessionConfigRules
   private readonly turns: SessionTurns
   private shuttingDown = false
@@ -81,13 +83,17 @@ export class LocalSessionService implements SessionService {
       schemas: parts.runner.schemas,
     }
     const leases = parts.repository.leases
-    this.idem = new Idempotency(
-      parts.repository.idempotency,
-      undefined,
-      (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
-      // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
-      leases ? 3 * leases.durationMs : undefined,
-    )
+    const idempotency = (store: IdempotencyStore) =>
+      new Idempotency(
+        store,
+        undefined,
+        (err) => parts.logger.warn({ err }, 'an idempotent outcome could not be stored; a retry with its key would run again'),
+        // A retry on another replica waits for the first attempt up to three lease durations (30 s by default).
+        leases ? 3 * leases.durationMs : undefined,
+      )
+    this.idempotent = idempotentRunner(idempotency(parts.repository.idempotency))
+    const memoryOutcomes = parts.memory?.store.idempotency
+    this.memoryIdempotent = memoryOutcomes ? idempotentRunner(idempotency(memoryOutcomes)) : this.idempotent
     this.turns = new SessionTurns(parts, this.replay, this.idempotent, () => this.refuseWhenShuttingDown(), this.configRules)
     parts.memory?.indexer?.onIndexed((tenant, id, entries) => this.recordIndexed(tenant, id, entries))
   }
@@ -165,7 +171,7 @@ export class LocalSessionService implements SessionService {
   async createSession(req: CreateSession, ctx: CallContext): Promise<SessionCreated> {
     const tenant = this.mayWrite(ctx, null)
     this.refuseWhenShuttingDown()
-    return this.idempotent(ctx, tenant, 'session/create', null, req, async () => {
+    return this.idempotent(ctx, tenant, 'session/create', null, req, async (receipt) => {
       const config = sessionConfig(tenant, req, this.configRules)
       const id = uuidv7()
       const event: EventEnvelope<'session_created'> = {
@@ -178,7 +184,7 @@ export class LocalSessionService implements SessionService {
       }
       let created: LiveSession
       try {
-        created = await this.sessions.create(event)
+        created = await this.sessions.create(event, receipt ? (s) => receipt.seal({ ok: true, value: toCreated(s.record) }) : undefined)
       } catch (err) {
         throw storeUnavailable(err, 'the new session')
       }
@@ -205,8 +211,8 @@ export class LocalSessionService implements SessionService {
     this.repo.requirePersistence()
     this.refuseWhenShuttingDown()
     const source = await this.sessions.current(tenant, id)
-    return this.idempotent(ctx, tenant, 'session/fork', id, req, () =>
-      forkSession({ sessions: this.sessions, events: this.repo.events, hub: this.hub }, source, req.at_seq),
+    return this.idempotent(ctx, tenant, 'session/fork', id, req, (receipt) =>
+      forkSession({ sessions: this.sessions, events: this.repo.events, hub: this.hub }, source, req.at_seq, receipt),
     )
   }
 
@@ -214,8 +220,11 @@ export class LocalSessionService implements SessionService {
     const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
-    return this.idempotent(ctx, tenant, 'session/update', id, req, () =>
-      this.sessions.exclusive(s, () => updateSession(this.sessions, s, req, this.configRules)),
+    return this.idempotent(ctx, tenant, 'session/update', id, req, (receipt) =>
+      this.sessions.exclusive(s, async () => {
+        if (receipt && this.sessions.leased) await receipt.ensureFirst()
+        return updateSession(this.sessions, s, req, this.configRules, receipt)
+      }),
     )
   }
 
@@ -223,13 +232,13 @@ export class LocalSessionService implements SessionService {
     const tenant = this.mayWrite(ctx, id)
     this.repo.requirePersistence()
     const s = await this.sessions.get(tenant, id)
-    await this.idempotent(ctx, tenant, 'session/archive', id, {}, () =>
+    await this.idempotent(ctx, tenant, 'session/archive', id, {}, (receipt) =>
       this.sessions.exclusive(s, async () => {
         if (s.record.status === 'archived') return
         if (s.running) throw new BurrowError('SESSION_BUSY', `A turn is running on session ${id}; interrupt it before archiving.`)
         // A paused turn is closed first: an archived session never keeps a dangling tool call.
         await closeOpenTurn(s, 'SESSION_ARCHIVED', 'The session was archived while this turn waited for tool results.', 'archived')
-        s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }])
+        s.emit(s.record.turn_count, [{ type: 'session_archived', data: {} }], () => receipt?.seal({ ok: true, value: undefined }))
         await this.sessions.settle(s)
       }),
     )
@@ -358,7 +367,7 @@ export class LocalSessionService implements SessionService {
     return this.memory(ctx, true, (m) => m.delete(id))
   }
   async addMemory(entries: MemoryAdd, ctx: CallContext): Promise<MemoryAdded> {
-    return this.memory(ctx, true, (m, tenant) => this.idempotent(ctx, tenant, 'memory/add', null, entries, () => m.add(entries)))
+    return this.memory(ctx, true, (m, tenant) => this.memoryIdempotent(ctx, tenant, 'memory/add', null, entries, (r) => m.add(entries, r)))
   }
 
   /** The caller's tenant's memory operations (`MEMORY_STORE_DISABLED` without the capability). */
@@ -382,11 +391,6 @@ export class LocalSessionService implements SessionService {
   }
 
   // ---- shared -------------------------------------------------------------------------
-
-  private readonly idempotent: IdempotentRunner = (ctx, tenant, op, sessionId, body, run, onReplay) => {
-    if (!ctx.idempotencyKey) return run()
-    return this.idem.run({ key: idempotencyKey(tenant, sessionId, ctx.idempotencyKey), op, body, run, onReplay })
-  }
 
   private refuseWhenShuttingDown(): void {
     if (this.shuttingDown) throw new BurrowError('SHUTTING_DOWN')

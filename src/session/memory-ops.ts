@@ -1,7 +1,13 @@
 import { BurrowError, invalidRequest } from '../core/errors.js'
 import type { MemoryEntry, MemoryStore } from '../core/memory-store.js'
+import type { Receipt } from './idempotency.js'
 import { NO_TRACING, withinSpan, type TraceContext, type Tracer } from '../core/tracing.js'
 import type { MemoryAdd, MemoryAdded, MemoryItem, MemoryPageQuery, MemorySearchQuery, MemorySearchResult, Page } from '../core/wire.js'
+
+/** What an add answers. */
+function answer(added: readonly MemoryEntry[]): MemoryAdded {
+  return { ids: added.map((a) => a.id) }
+}
 
 /** Any session id a memory request names must be one of the caller's (else SESSION_NOT_FOUND). */
 type Owned = (sessionId: string) => unknown
@@ -47,8 +53,11 @@ export class TenantMemory {
   }
 
   /** `POST /v1/memory`: documents or facts added directly, optionally tied to one of the caller's sessions. */
-  async add(entries: MemoryAdd): Promise<MemoryAdded> {
+  async add(entries: MemoryAdd, receipt: Receipt | null = null): Promise<MemoryAdded> {
     for (const sid of new Set(entries.flatMap((e) => (e.session_id ? [e.session_id] : [])))) await this.owned(sid)
+    // With a key, the store commits the answer with the entries (where it keeps outcomes: MemoryStore.idempotency).
+    const outcome =
+      receipt && this.store.idempotency ? (added: readonly MemoryEntry[]) => receipt.seal({ ok: true, value: answer(added) }) : undefined
     const added = await this.store.add(
       entries.map((e) => ({
         tenant: this.tenant,
@@ -58,8 +67,9 @@ export class TenantMemory {
         seq: null,
         ...(e.metadata ? { metadata: e.metadata } : {}),
       })),
+      outcome,
     )
-    return { ids: added.map((a) => a.id) }
+    return answer(added)
   }
 
   /** `GET /v1/memory`: the tenant's entries in insertion order, a page at a time. */

@@ -4,6 +4,7 @@ import type { EventStore } from '../core/stores.js'
 import { toView } from '../core/views.js'
 import type { SessionView, UpdateSession } from '../core/wire.js'
 import type { EventHub } from './event-hub.js'
+import type { Receipt } from './idempotency.js'
 import { forkLog } from './fork.js'
 import type { LiveSession } from './live-session.js'
 import type { LiveSessions } from './live-sessions.js'
@@ -19,20 +20,24 @@ export async function forkSession(
   parts: { sessions: LiveSessions; events: EventStore; hub: EventHub },
   source: LiveSession,
   atSeq: number | undefined,
+  receipt: Receipt | null = null,
 ): Promise<SessionView> {
   const last = source.record.last_seq
   const at = atSeq ?? last
   if (at > last) throw invalidRequest('body/at_seq', `is past the session's last event (${last})`)
   const origin = { session_id: source.id, seq: at }
   const events = forkLog(await parts.events.readAfter(source.id, 0, at), uuidv7(), new Date().toISOString(), origin)
-  let fork: LiveSession
+  let view!: SessionView
   try {
-    fork = await parts.sessions.createFrom(events)
+    await parts.sessions.createFrom(events, (fork) => {
+      view = toView(fork.record, false)
+      return receipt?.seal({ ok: true, value: view })
+    })
   } catch (err) {
     throw storeUnavailable(err, 'the fork')
   }
   for (const e of events) parts.hub.publish(e)
-  return toView(fork.record, false)
+  return view
 }
 
 /**
@@ -44,6 +49,7 @@ export async function updateSession(
   s: LiveSession,
   req: UpdateSession,
   rules: SessionConfigRules,
+  receipt: Receipt | null = null,
 ): Promise<SessionView> {
   if (s.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${s.id} is archived.`)
   const changes = sessionChanges(s.record.config, req, rules)
@@ -53,9 +59,12 @@ export async function updateSession(
       'SESSION_BUSY',
       `A turn is open on session ${s.id}: ${settings.join(', ')} can change once it has ended (metadata can change at any time).`,
     )
-  if (Object.keys(changes).length > 0) {
-    s.emit(s.record.turn_count, [{ type: 'session_updated', data: { changes } }])
-    await sessions.settle(s)
-  }
-  return toView(s.record, s.active)
+  if (Object.keys(changes).length === 0) return toView(s.record, s.active)
+  let view!: SessionView
+  s.emit(s.record.turn_count, [{ type: 'session_updated', data: { changes } }], () => {
+    view = toView(s.record, s.active)
+    return receipt?.seal({ ok: true, value: view })
+  })
+  await sessions.settle(s)
+  return view
 }

@@ -33,7 +33,10 @@ export function applyEvent(record: SessionRecord | undefined, e: EventEnvelope):
       toolResult(record, e as EventEnvelope<'tool_result'>)
       break
     case 'turn_requires_action':
-      if (record.open_turn) record.open_turn.state = 'requires_action'
+      if (record.open_turn) {
+        record.open_turn.state = 'requires_action'
+        delete record.open_turn.request // the pause is that request's outcome
+      }
       break
     case 'turn_completed':
       record.open_turn = null
@@ -107,8 +110,13 @@ function created(e: EventEnvelope<'session_created'>): SessionRecord {
 
 function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
   const d = e.data
+  const request = d.idempotency ? { request: { ...d.idempotency, first_seq: e.seq } } : {}
   if (d.continuation) {
-    if (r.open_turn) r.open_turn.state = 'running'
+    if (r.open_turn) {
+      r.open_turn.state = 'running'
+      delete r.open_turn.request
+      Object.assign(r.open_turn, request)
+    }
     return
   }
   r.turn_count = e.turn
@@ -121,6 +129,7 @@ function turnStarted(r: SessionRecord, e: EventEnvelope<'turn_started'>): void {
     client_tool_call_ids: [],
     results: [],
     ...(d.settings ? { settings: d.settings } : {}),
+    ...request,
   }
   // Events are immutable once emitted, so the record shares their data instead of copying it.
   if (d.input) pushMessage(r, { role: 'user', content: d.input }, e.seq, e.turn)

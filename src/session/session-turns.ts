@@ -3,23 +3,13 @@ import type { CallContext } from '../core/session-service.js'
 import type { IdempotencyRecord } from '../core/stores.js'
 import type { CompactionOutcome, InterruptResult, OnBusy, StartTurn, TurnResult } from '../core/wire.js'
 import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
+import type { IdempotentRunner, Receipt } from './idempotency.js'
 import type { EventReplay } from './event-replay.js'
 import type { LiveSession } from './live-session.js'
 import type { LocalSessionServiceParts } from './service-parts.js'
 import { Turn, type TurnStart } from './turn.js'
 import { turnStart, type TurnRules } from './turn-requests.js'
 import { admitted, SUPERSEDED, type Admitted, type AdmissionDeps } from './turn-admission.js'
-
-/** Runs `run` at most once per the caller's Idempotency-Key (the service's idempotency scope). */
-export type IdempotentRunner = <T>(
-  ctx: CallContext,
-  tenant: string,
-  op: string,
-  sessionId: string | null,
-  body: unknown,
-  run: () => Promise<T>,
-  onReplay?: (o: IdempotencyRecord['outcome']) => Promise<void>,
-) => Promise<T>
 
 /**
  * The work that runs on a session — turns, resumes, interrupts, manual compactions — for
@@ -121,7 +111,7 @@ export class SessionTurns {
       op,
       id,
       req,
-      () =>
+      (receipt) =>
         this.admit(
           tenant,
           id,
@@ -130,12 +120,14 @@ export class SessionTurns {
           (s, release) =>
             sessions.exclusive(s, async () => {
               try {
+                // Replicas: checked under the session's lease, once a dead replica's run of it was closed.
+                if (receipt && sessions.leased) await receipt.ensureFirst()
                 // on_busy interrupt closes a turn paused for tool results — once the new request is known to be valid.
                 const replacing =
                   req.on_busy === 'interrupt' && req.tool_results === undefined && s.record.open_turn?.state === 'requires_action'
                 const start = turnStart(s, req, this.rules, { allowContinue, replacingPaused: replacing })
                 if (replacing) await this.closePaused(s)
-                return await this.runTurn(s, start, ctx, release)
+                return await this.runTurn(s, start, ctx, release, receipt)
               } finally {
                 release() // the next turn in line starts at once, under this lease if it is still held
               }
@@ -173,8 +165,14 @@ export class SessionTurns {
    * events join the same group commit (docs/api.md "The busy policy"). This turn's answer still waits
    * until its own events are durable — and only its own.
    */
-  private async runTurn(session: LiveSession, start: TurnStart, ctx: CallContext, release: () => void): Promise<TurnResult> {
-    const turn = Turn.starting(session, start, ctx.onEvent ?? null)
+  private async runTurn(
+    session: LiveSession,
+    start: TurnStart,
+    ctx: CallContext,
+    release: () => void,
+    receipt: Receipt | null,
+  ): Promise<TurnResult> {
+    const turn = Turn.starting(session, start, ctx.onEvent ?? null, receipt)
     turn.trace = ctx.trace
     const t0 = performance.now()
     session.running = turn

@@ -101,12 +101,16 @@ export class TurnRunner {
   }
 
   private async runTurn(turn: Turn, start: TurnStart): Promise<TurnResult> {
+    const receipt = turn.receipt
+    const request = receipt ? { idempotency: { key: receipt.callerKey, fingerprint: receipt.fingerprint } } : {}
     if (start.kind === 'input' || start.kind === 'continue') {
       const input = start.kind === 'input' ? start.input : null
-      turn.emit([{ type: 'turn_started', data: { input, continuation: false, ...settingsData(start.settings) } }])
+      turn.emit([{ type: 'turn_started', data: { input, continuation: false, ...settingsData(start.settings), ...request } }])
     } else {
       const byId = new Map(start.results.map((r) => [r.tool_call_id, r]))
-      const events: PendingEvent[] = [{ type: 'turn_started', data: { input: null, continuation: true, ...settingsData(start.settings) } }]
+      const events: PendingEvent[] = [
+        { type: 'turn_started', data: { input: null, continuation: true, ...settingsData(start.settings), ...request } },
+      ]
       for (const call of turn.record.open_turn!.pending_tool_calls) {
         const r = byId.get(call.id)
         if (r)
@@ -119,8 +123,10 @@ export class TurnRunner {
     }
     try {
       // Watched live, the model is called once the turn's start is published, so its text streams as it
-      // comes; unwatched, the start is committed together with whatever follows it (group commit).
-      if (turn.session.watched()) await turn.session.settled()
+      // comes; unwatched, the start is committed together with whatever follows it (group commit) —
+      // unless the request has an Idempotency-Key: the model is then called once the key is bound to
+      // this run in the log, so a crash can never leave a model call a retry would repeat.
+      if (receipt || turn.session.watched()) await turn.session.settled()
       return await this.loop(turn, start.effective, start.kind === 'tool_results')
     } catch (err) {
       throw await this.fail(turn, err)
@@ -269,18 +275,18 @@ export class TurnRunner {
       output_tokens: usage.output_tokens + (last?.usage.output_tokens ?? 0),
     }
     const json = parsed ? { output_json: parsed.value } : {}
-    turn.emit([
-      ...before,
-      { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason, ...json } },
-    ])
-    return { ...turnResult(turn, 'completed', stopReason, []), ...json }
+    return turn.end(
+      [...before, { type: 'turn_completed', data: { output_text: parts.join('\n\n'), usage: total, stop_reason: stopReason, ...json } }],
+      () => ({ ...turnResult(turn, 'completed', stopReason, []), ...json }),
+    )
   }
 
   /** Pauses the turn for the client to run `uses`; `before` is committed in the same batch. */
   private requireAction(turn: Turn, uses: ToolUseBlock[], stopReason: string, before: PendingEvent[] = []): TurnResult {
     const calls: ToolCall[] = uses.map((u) => ({ id: u.id, name: u.name, input: u.input }))
-    turn.emit([...before, { type: 'turn_requires_action', data: { tool_calls: calls } }])
-    return turnResult(turn, 'requires_action', stopReason, calls)
+    return turn.end([...before, { type: 'turn_requires_action', data: { tool_calls: calls } }], () =>
+      turnResult(turn, 'requires_action', stopReason, calls),
+    )
   }
 
   /** Ends the open turn as failed; returns the error the caller should see. */
@@ -297,7 +303,12 @@ export class TurnRunner {
     // A provider that refuses the request itself would refuse it again: the turn is rolled back out of the history.
     const reason = e.code === 'PROVIDER_ERROR' && e.data?.rejected === true ? INPUT_REJECTED : (e.data?.reason as string | undefined)
     try {
-      await closeOpenTurn(session, e.code, e.message, reason)
+      const answer = await closeOpenTurn(session, e.code, e.message, reason, {
+        data: e.data ?? {},
+        firstSeq: turn.firstSeq,
+        receipt: turn.receipt,
+      })
+      if (answer) return answer
     } catch (closeErr) {
       this.deps.logger.error({ err: closeErr, session_id: session.id }, 'could not record turn_failed')
       return new BurrowError('INTERNAL')

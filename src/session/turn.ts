@@ -4,7 +4,8 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { ModelSettings } from '../core/wire.js'
 import type { TraceContext } from '../core/tracing.js'
 import { Cancellation } from './cancellation.js'
-import type { EventSink, LiveSession, PendingEvent, RunningWork } from './live-session.js'
+import type { Receipt } from './idempotency.js'
+import type { EventSink, LiveSession, PendingEvent, RunningWork, Seal } from './live-session.js'
 
 /** How a turn begins (checked against the session by turn-requests.ts before anything is recorded). */
 export type TurnStart = (
@@ -46,6 +47,8 @@ export class Turn implements RunningWork {
     readonly number: number,
     readonly sink: EventSink | null = null,
     readonly signal: Cancellation = new Cancellation(),
+    /** The request's Idempotency-Key: the run's last commit carries its outcome (idempotency.ts). */
+    readonly receipt: Receipt | null = null,
   ) {
     const r = session.record
     this.firstSeq = r.last_seq + 1
@@ -53,9 +56,9 @@ export class Turn implements RunningWork {
   }
 
   /** The turn a request starts: the next one, or the paused one its tool results continue. */
-  static starting(session: LiveSession, start: TurnStart, sink: EventSink | null): Turn {
+  static starting(session: LiveSession, start: TurnStart, sink: EventSink | null, receipt: Receipt | null = null): Turn {
     const r = session.record
-    return new Turn(session, start.kind === 'tool_results' ? r.open_turn!.turn : r.turn_count + 1, sink)
+    return new Turn(session, start.kind === 'tool_results' ? r.open_turn!.turn : r.turn_count + 1, sink, undefined, receipt)
   }
 
   get record(): SessionRecord {
@@ -63,8 +66,21 @@ export class Turn implements RunningWork {
   }
 
   /** Records events of this turn (see LiveSession.emit). */
-  emit(events: readonly PendingEvent[]): EventEnvelope[] {
-    return this.session.emit(this.number, events)
+  emit(events: readonly PendingEvent[], seal?: Seal): EventEnvelope[] {
+    return this.session.emit(this.number, events, seal)
+  }
+
+  /**
+   * Records the run's last events and answers `answer(record after them)`: with a receipt, that
+   * answer is committed with them as the request's outcome.
+   */
+  end<T>(events: readonly PendingEvent[], answer: () => T): T {
+    let value!: T
+    this.emit(events, () => {
+      value = answer()
+      return this.receipt?.seal({ ok: true, value })
+    })
+    return value
   }
 
   /** Streams a text delta of this turn (never stored). */

@@ -22,3 +22,14 @@ export function storedIdempotencyKey(key: string): string {
   const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
   return b < 0 ? key : key.slice(0, b + 1) + storedCallerKey(key.slice(b + 1))
 }
+
+/**
+ * `tenant \0 session \0 key` as a shared store's row key: the tenant, the session (`-` outside
+ * one) and the caller's key in its stored form — text columns cannot hold the NUL separator.
+ */
+export function splitIdempotencyKey(key: string): [string, string, string] {
+  const a = key.indexOf('\u0000')
+  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
+  if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
+  return [key.slice(0, a), key.slice(a + 1, b), storedCallerKey(key.slice(b + 1))]
+}

@@ -1,10 +1,12 @@
 import { storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
+import type { IdempotencyWrite } from '../core/stores.js'
 import type { BurrowDbs, LmdbEnv } from './lmdb-env.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { applyWrites, json, purgeWrites, readKnown, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 import { commitOrderError } from './commit-order.js'
+import { storedIdempotencyKey } from './idempotency-key.js'
 import type { LmdbTenantJournal } from './lmdb-tenant-journal.js'
 
 /** One session's writes waiting for the next batch: every event queued since the last batch, and the record after them. */
@@ -12,6 +14,8 @@ interface Queued {
   sid: string
   events: EventEnvelope[]
   snapshot: SessionRecord
+  /** Idempotency outcomes written with the events. */
+  outcomes: IdempotencyWrite[]
   settled: Promise<void>
   resolve: () => void
   reject: (err: unknown) => void
@@ -76,13 +80,14 @@ export class LmdbBatchWriter {
    * that later commits of the same session go on changing — those are queued too, so the
    * batch writes the record with every event applied to it.
    */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, outcomes: readonly IdempotencyWrite[] = []): Promise<void> {
     const sid = snapshot.session_id
     const q = this.queued.get(sid)
     const refused = commitOrderError(events, snapshot, (q ? q.events[q.events.length - 1]!.seq : (this.knownOf(sid)?.lastSeq ?? 0)) + 1)
     if (refused) return Promise.reject(refused)
     if (q) {
       for (const e of events) q.events.push(e)
+      for (const o of outcomes) q.outcomes.push(o)
       q.snapshot = snapshot
       return q.settled
     }
@@ -92,7 +97,7 @@ export class LmdbBatchWriter {
       resolve = res
       reject = rej
     })
-    this.queued.set(sid, { sid, events: events.slice(), snapshot, settled, resolve, reject })
+    this.queued.set(sid, { sid, events: events.slice(), snapshot, outcomes: outcomes.slice(), settled, resolve, reject })
     this.unsettled.set(sid, settled)
     const clear = () => {
       if (this.unsettled.get(sid) === settled) this.unsettled.delete(sid)
@@ -248,6 +253,7 @@ export class LmdbBatchWriter {
         continue
       }
       written.set(q.sid, sessionWrites(this.dbs, q.events, q.snapshot, k, ops))
+      for (const o of q.outcomes) ops.push({ db: this.dbs.idempotency, key: storedIdempotencyKey(o.key), value: json(o.record) })
       if (this.journal) {
         const tenant = q.snapshot.config.tenant
         batch.tenants.set(tenant, this.journal.append(tenant, q.sid, q.events, ops))

@@ -1,7 +1,7 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { Message } from '../core/messages.js'
 import type { SessionConfig, SessionNote, SessionRecord } from '../core/session-record.js'
-import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
+import type { IdempotencyStore, IdempotencyWrite, ProjectionState, SessionRepository } from '../core/stores.js'
 import { toSummary } from '../core/views.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
@@ -156,8 +156,13 @@ export class LmdbSessionRepository implements SessionRepository {
     },
   }
 
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
-    return this.writer.commit(events, snapshot)
+  commit(
+    events: readonly EventEnvelope[],
+    snapshot: SessionRecord,
+    _fence?: number,
+    outcomes?: readonly IdempotencyWrite[],
+  ): Promise<void> {
+    return this.writer.commit(events, snapshot, outcomes)
   }
 
   private load(sid: string): SessionRecord | undefined {

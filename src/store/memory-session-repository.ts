@@ -1,6 +1,6 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { IdempotencyStore, ProjectionState, SessionRepository } from '../core/stores.js'
+import type { IdempotencyStore, IdempotencyWrite, ProjectionState, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
@@ -81,7 +81,12 @@ export class MemorySessionRepository implements SessionRepository {
     },
   }
 
-  async commit(events: readonly EventEnvelope[], snapshot: SessionRecord): Promise<void> {
+  async commit(
+    events: readonly EventEnvelope[],
+    snapshot: SessionRecord,
+    _fence?: number,
+    outcomes: readonly IdempotencyWrite[] = [],
+  ): Promise<void> {
     const sid = snapshot.session_id
     const log = this.log.get(sid) ?? []
     let expected = (log.at(-1)?.seq ?? 0) + 1
@@ -95,6 +100,7 @@ export class MemorySessionRepository implements SessionRepository {
     this.log.set(sid, log)
     this.snapshots.set(sid, structuredClone(snapshot))
     this.dirty.set(sid, snapshot.last_seq)
+    for (const o of outcomes) await this.idempotency.put(o.key, o.record)
   }
 
   async deleteSession(sessionId: string, tenant: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { BurrowError } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { EventStore, IdempotencyStore, ProjectionState, SessionRepository, SessionStore } from '../core/stores.js'
+import type { EventStore, IdempotencyStore, IdempotencyWrite, ProjectionState, SessionRepository, SessionStore } from '../core/stores.js'
 import type { Page, SessionSummary } from '../core/wire.js'
 import { MemoryIdempotencyStore } from './memory-idempotency-store.js'
 
@@ -44,7 +44,10 @@ export class NullSessionRepository implements SessionRepository {
     reset: async () => refuse(),
   }
 
-  commit(_events: readonly EventEnvelope[], _snapshot: SessionRecord): void {}
+  /** Only the idempotency outcomes are kept (in process memory, as the rest of the session). */
+  commit(_events: readonly EventEnvelope[], _snapshot: SessionRecord, _fence?: number, outcomes: readonly IdempotencyWrite[] = []): void {
+    for (const o of outcomes) void this.idempotency.put(o.key, o.record)
+  }
   requirePersistence(): never {
     return refuse()
   }

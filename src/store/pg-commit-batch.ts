@@ -1,5 +1,7 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
+import type { IdempotencyWrite } from '../core/stores.js'
+import { splitIdempotencyKey } from './idempotency-key.js'
 import { commitParts } from './pg-session-layout.js'
 
 /** One session's part of a batch: its events (consecutive, following its stored log) and its record after them (at their last seq: the writer checks). */
@@ -10,6 +12,8 @@ export interface BatchEntry {
   fence: number
   /** Where the entry's tenant-journal row starts inside the transaction's span (pg-tenant-journal.ts). */
   journalStart: number
+  /** Idempotency outcomes written with the events, only if they are. */
+  outcomes: readonly IdempotencyWrite[]
 }
 
 // One statement writes every session of a batch, so a batch costs one round trip and one
@@ -28,6 +32,11 @@ export interface BatchEntry {
 // (pg-leases.ts), and a database that crashed before flushing one has forgotten it — commits under
 // its token must then be refused. Once a commit is durable, so is every lease taken before it (the
 // WAL is flushed in order).
+//
+// The idempotency outcomes an entry carries ($35–$40: the key's tenant, scope and caller part, the
+// record, and the entry's session that gates it) are written only where that session's row was:
+// a request's outcome and its work commit together (idempotency.ts, Receipt). A row claimed by a
+// replica (pg-idempotency-store.ts) becomes the outcome.
 const LEASED = `(i.fence = 0 OR EXISTS (SELECT 1 FROM leases l
   WHERE l.tenant = i.tenant AND l.session_id = i.session_id AND l.token = i.fence AND l.owner = $34))`
 
@@ -74,7 +83,14 @@ ev AS (
   FROM ROWS FROM (unnest($26::text[]), unnest($27::text[]), unnest($28::bigint[]), unnest($29::integer[]), unnest($30::text[]),
     unnest($31::text[]), json_array_elements($32::json), json_array_elements($33::json))
     AS u(tenant, session_id, seq, turn, type, at, data, m)
-  WHERE EXISTS (SELECT 1 FROM w WHERE w.tenant = u.tenant AND w.session_id = u.session_id))
+  WHERE EXISTS (SELECT 1 FROM w WHERE w.tenant = u.tenant AND w.session_id = u.session_id)),
+outcomes AS (
+  INSERT INTO idempotency (tenant, session_id, key, created_at, record)
+  SELECT o.tenant, o.scope, o.key, o.created_at, o.record
+  FROM ROWS FROM (unnest($35::text[]), unnest($36::text[]), unnest($37::text[]), unnest($38::bigint[]), json_array_elements($39::json),
+    unnest($40::text[])) AS o(tenant, scope, key, created_at, record, gate)
+  WHERE EXISTS (SELECT 1 FROM w WHERE w.tenant = o.tenant AND w.session_id = o.gate)
+  ON CONFLICT (tenant, session_id, key) DO UPDATE SET created_at = excluded.created_at, record = excluded.record, pending_until = NULL)
 SELECT session_id FROM w`
 
 /** A json column's SQL NULL, sent as the JSON null of its array (a JSON array's elements cannot be SQL NULL). */
@@ -84,6 +100,8 @@ function orNull(col: string): string {
 
 /** The parameters (1-based) sent as one JSON array of already serialized documents rather than as a PostgreSQL array. */
 const JSON_COLUMNS = [7, 12, 14, 15, 18, 25, 32, 33]
+/** The outcomes' parameters after the owner ($34): $35–$40, the record ($39) a JSON array. */
+const OUTCOME_COLUMNS = 6
 
 /**
  * The statement's parameters: one array element per session (and per usage chunk, per event).
@@ -92,7 +110,8 @@ const JSON_COLUMNS = [7, 12, 14, 15, 18, 25, 32, 33]
 export function commitBatchValues(entries: readonly BatchEntry[], owner: string): unknown[] {
   const cols: unknown[][] = Array.from({ length: 33 }, () => [])
   const col = (k: number) => cols[k - 1]!
-  for (const { events, snapshot: s, fence, journalStart } of entries) {
+  const out: Array<Array<string | number>> = Array.from({ length: OUTCOME_COLUMNS }, () => [])
+  for (const { events, snapshot: s, fence, journalStart, outcomes } of entries) {
     const tenant = s.config.tenant
     const sid = s.session_id
     const first = events[0]!.seq
@@ -140,8 +159,16 @@ export function commitBatchValues(entries: readonly BatchEntry[], owner: string)
       col(32).push(JSON.stringify(ev.data))
       col(33).push(e === 0 ? parts.part : null)
     }
+    for (const o of outcomes) {
+      const [tenant, scope, key] = splitIdempotencyKey(o.key)
+      for (const [k, v] of [tenant, scope, key, o.record.created_at, JSON.stringify(o.record), sid].entries()) out[k]!.push(v)
+    }
   }
-  return [...cols.map((c, k) => (JSON_COLUMNS.includes(k + 1) ? jsonArray(c as Array<string | null>) : c)), owner]
+  return [
+    ...cols.map((c, k) => (JSON_COLUMNS.includes(k + 1) ? jsonArray(c as Array<string | null>) : c)),
+    owner,
+    ...out.map((c, k) => (k === 4 ? jsonArray(c as string[]) : c)),
+  ]
 }
 
 /**

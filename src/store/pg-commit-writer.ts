@@ -5,7 +5,7 @@ import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
 import { isConnectionError, retryingDeadlocks } from './pg-pool.js'
 import { commitOrderError } from './commit-order.js'
-import { JOURNAL_ROW_SPAN } from '../core/stores.js'
+import { JOURNAL_ROW_SPAN, type IdempotencyWrite } from '../core/stores.js'
 import { COMMIT_BATCH, commitBatchValues, type BatchEntry } from './pg-commit-batch.js'
 
 /** One session's commits waiting for a batch, or in one: merged into one entry. */
@@ -16,6 +16,8 @@ interface Queued {
   snapshot: SessionRecord
   /** The fencing token of the newest commit merged in (they are one session's, made in order). */
   fence: number
+  /** Idempotency outcomes written with the events. */
+  outcomes: IdempotencyWrite[]
   settled: Promise<void>
   resolve: () => void
   reject: (err: unknown) => void
@@ -59,7 +61,7 @@ export class PgCommitWriter {
   ) {}
 
   /** `fence`: the token of the session's lease the commit is made under (0: none). */
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0): Promise<void> {
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0, outcomes: readonly IdempotencyWrite[] = []): Promise<void> {
     const sid = snapshot.session_id
     if (events.length === 0) return this.settledFor(sid)
     const waiting = this.pending.get(sid)
@@ -69,11 +71,12 @@ export class PgCommitWriter {
     if (refused) return Promise.reject(refused)
     if (waiting) {
       for (const e of events) waiting.events.push(e)
+      for (const o of outcomes) waiting.outcomes.push(o)
       waiting.snapshot = snapshot
       waiting.fence = fence
       return waiting.settled
     }
-    const q = queued(sid, events.slice(), snapshot, fence)
+    const q = queued(sid, events.slice(), snapshot, fence, outcomes.slice())
     this.pending.set(sid, q)
     this.pump()
     return q.settled
@@ -124,7 +127,7 @@ export class PgCommitWriter {
       const n = q.events.length
       if (start !== undefined && start + n > JOURNAL_ROW_SPAN - 1) continue
       used.set(q.tenant, (start ?? 0) + n)
-      batch.push({ q, events: q.events, snapshot: q.snapshot, fence: q.fence, journalStart: start ?? 0 })
+      batch.push({ q, events: q.events, snapshot: q.snapshot, fence: q.fence, journalStart: start ?? 0, outcomes: q.outcomes })
     }
     for (const { q } of batch) {
       this.pending.delete(q.sid)
@@ -240,12 +243,12 @@ function conflict(sid: string, first: number): Error {
   return new Error(`commit out of order for ${sid}: the stored log already holds seq ${first} or after`)
 }
 
-function queued(sid: string, events: EventEnvelope[], snapshot: SessionRecord, fence: number): Queued {
+function queued(sid: string, events: EventEnvelope[], snapshot: SessionRecord, fence: number, outcomes: IdempotencyWrite[]): Queued {
   let resolve!: () => void
   let reject!: (err: unknown) => void
   const settled = new Promise<void>((res, rej) => {
     resolve = res
     reject = rej
   })
-  return { sid, tenant: snapshot.config.tenant, events, snapshot, fence, settled, resolve, reject }
+  return { sid, tenant: snapshot.config.tenant, events, snapshot, fence, outcomes, settled, resolve, reject }
 }

@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../core/stores.js'
 import type { PgAccess } from './pg-access.js'
-import { storedCallerKey } from './idempotency-key.js'
+import { splitIdempotencyKey } from './idempotency-key.js'
 
 // Insert if absent, in one statement: a new key, an expired record, or a claim whose replica
 // stopped renewing it becomes this replica's claim; otherwise the row as it stands is returned
@@ -72,6 +72,11 @@ export class PgIdempotencyStore implements IdempotencyStore {
         ),
       'the idempotency record',
     )
+  }
+
+  /** The key's outcome was committed with its work (pg-commit-batch.ts): its claim needs no renewal. */
+  completed(key: string): void {
+    this.settle(key)
   }
 
   /** Stops renewing (the process is closing); claims left expire and can be taken by another replica. */
@@ -177,9 +182,4 @@ export class PgIdempotencyStore implements IdempotencyStore {
   }
 }
 
-function split(key: string): [string, string, string] {
-  const a = key.indexOf('\u0000')
-  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
-  if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  return [key.slice(0, a), key.slice(a + 1, b), storedCallerKey(key.slice(b + 1))]
-}
+const split = splitIdempotencyKey

@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { IdempotencyStore, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
+import type { IdempotencyStore, IdempotencyWrite, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
@@ -301,8 +301,8 @@ export class PgSessionRepository implements SessionRepository {
     },
   }
 
-  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0): Promise<void> {
-    return this.writer.commit(events, snapshot, fence)
+  commit(events: readonly EventEnvelope[], snapshot: SessionRecord, fence = 0, outcomes?: readonly IdempotencyWrite[]): Promise<void> {
+    return this.writer.commit(events, snapshot, fence, outcomes)
   }
 
   async deleteSession(sessionId: string, tenant: string): Promise<void> {
