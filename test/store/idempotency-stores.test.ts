@@ -8,6 +8,10 @@ import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.j
 import { MemoryIdempotencyStore } from '../../src/store/memory-idempotency-store.js'
 import { PgSessionRepository } from '../../src/store/pg-session-repository.js'
 import { idempotencyStoreContract, type IdempotencyStoreFactory } from '../contract/idempotency-store.contract.js'
+import { idempotencyCommitContract, type CommitHandle } from '../contract/idempotency-commit.contract.js'
+import { MemorySessionRepository } from '../../src/store/memory-session-repository.js'
+import { NullSessionRepository } from '../../src/store/null-session-repository.js'
+import { cp } from 'node:fs/promises'
 import { tempDatabase } from '../helpers/pg.js'
 
 const memory: IdempotencyStoreFactory = async ({ ttlMs }) => ({ store: new MemoryIdempotencyStore(ttlMs), cleanup: async () => {} })
@@ -62,3 +66,57 @@ const postgres: IdempotencyStoreFactory = async ({ ttlMs, claimMs }) => {
 t.test('idempotency store contract (in-memory)', async (t) => idempotencyStoreContract(t, memory, { shared: false }))
 t.test('idempotency store contract (LMDB)', async (t) => idempotencyStoreContract(t, lmdb, { shared: false }))
 t.test('idempotency store contract (PostgreSQL)', async (t) => idempotencyStoreContract(t, postgres, { shared: true }))
+
+// Outcomes committed with the work, per repository.
+const DAY = 24 * 3600 * 1000
+
+t.test('outcomes committed with the work (in-memory)', async (t) =>
+  idempotencyCommitContract(t, async () => ({ repo: new MemorySessionRepository(DAY), cleanup: async () => {} })),
+)
+t.test('outcomes committed with the work (ephemeral)', async (t) =>
+  idempotencyCommitContract(t, async () => ({ repo: new NullSessionRepository(DAY), cleanup: async () => {} })),
+)
+t.test('outcomes committed with the work (LMDB)', async (t) =>
+  idempotencyCommitContract(t, async (): Promise<CommitHandle> => {
+    const dir = await mkdtemp(join(tmpdir(), 'burrow-idem-commit-'))
+    const open = (d: string) => LmdbSessionRepository.open(d, { durability: 'fsync', idempotencyTtlMs: DAY })
+    const repos = [await open(dir)]
+    return {
+      repo: repos[0]!,
+      // The files as a kill -9 leaves them: copied while the first process still has them open, then opened by another.
+      crashed: async () => {
+        const copy = await mkdtemp(join(tmpdir(), 'burrow-idem-crashed-'))
+        await cp(join(dir, 'lmdb'), join(copy, 'lmdb'), { recursive: true })
+        repos.push(await open(copy))
+        return repos.at(-1)!
+      },
+      cleanup: async () => {
+        await Promise.all(repos.map((r) => r.close().catch(() => undefined)))
+        await rm(dir, { recursive: true, force: true })
+      },
+    }
+  }),
+)
+t.test('outcomes committed with the work (PostgreSQL)', async (t) =>
+  idempotencyCommitContract(t, async (): Promise<CommitHandle> => {
+    const db = await tempDatabase(undefined, 'idemcommit')
+    let n = 0
+    const open = () => PgSessionRepository.open({ url: db.url, poolSize: 2, replicaId: `c${n++}`, idempotencyTtlMs: DAY, leaseMs: 1000 })
+    const repos = [await open()]
+    return {
+      repo: repos[0]!,
+      crashed: async () => {
+        repos.push(await open())
+        return repos.at(-1)!
+      },
+      peer: async () => {
+        repos.push(await open())
+        return repos.at(-1)!
+      },
+      cleanup: async () => {
+        await Promise.all(repos.map((r) => r.close().catch(() => undefined)))
+        await db.drop()
+      },
+    }
+  }),
+)
