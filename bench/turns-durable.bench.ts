@@ -19,7 +19,7 @@
  *   BENCH_ONLY=fsync (with BENCH_CPU_PROF=1) to run and profile one configuration (no result);
  *   BENCH_PG_POOL_SIZE=N for the postgres row's BURROW_PG_POOL_SIZE (default: the service's).
  */
-import type { AutocannonClient } from 'autocannon'
+import type { AutocannonClient, AutocannonRequest } from 'autocannon'
 import { burrowEnv, capabilitySummary } from './lib/env.js'
 import { startServer, type ServerChild } from './lib/child.js'
 import { meanLoad, runLoad, statusCodes, type Load } from './lib/load.js'
@@ -36,12 +36,23 @@ const HEADERS = { 'content-type': 'application/json' }
 const TARGET_FSYNC_RATIO = 0.6
 const TARGET_PG_RATIO = 0.5
 
-/** The four configurations; the store switches are forced here (they are what is compared), memory and compaction stay off. */
+/**
+ * The configurations; the store switches are forced here (they are what is compared), memory and compaction stay off.
+ * The keyed rows send every turn with an Idempotency-Key of its own: the outcome committed with the turn's end, and the
+ * model called only once the turn's start (naming the key) is durable — compared with the same store without keys.
+ */
 const ROWS = [
-  { key: 'ephemeral', label: 'ephemeral (BURROW_SESSION_STORE=off)', env: { BURROW_SESSION_STORE: 'off' } },
-  { key: 'fsync', label: 'lmdb, fsync', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' } },
-  { key: 'relaxed', label: 'lmdb, relaxed', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' } },
-  { key: 'postgres', label: 'postgres (synchronous_commit on)', env: { BURROW_SESSION_STORE: 'postgres' } },
+  { key: 'ephemeral', label: 'ephemeral (BURROW_SESSION_STORE=off)', env: { BURROW_SESSION_STORE: 'off' }, keyed: false },
+  { key: 'fsync', label: 'lmdb, fsync', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' }, keyed: false },
+  { key: 'relaxed', label: 'lmdb, relaxed', env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'relaxed' }, keyed: false },
+  { key: 'postgres', label: 'postgres (synchronous_commit on)', env: { BURROW_SESSION_STORE: 'postgres' }, keyed: false },
+  {
+    key: 'fsyncKeyed',
+    label: 'lmdb, fsync, Idempotency-Key on every turn',
+    env: { BURROW_SESSION_STORE: 'lmdb', BURROW_DURABILITY: 'fsync' },
+    keyed: true,
+  },
+  { key: 'postgresKeyed', label: 'postgres, Idempotency-Key on every turn', env: { BURROW_SESSION_STORE: 'postgres' }, keyed: true },
 ] as const
 type RowKey = (typeof ROWS)[number]['key']
 
@@ -68,20 +79,23 @@ async function createSessions(base: string, n: number): Promise<string[]> {
   return ids
 }
 
-/** The n-th autocannon client drives sessions[n] only: no two turns ever share a session. */
-function perConnectionSession(sessions: string[]): (c: AutocannonClient) => void {
+/** The n-th autocannon client drives sessions[n] only: no two turns ever share a session. `keyed`: each turn with a key of its own. */
+function perConnectionSession(sessions: string[], keyed = false): (c: AutocannonClient) => void {
   let next = 0
+  let n = 0
   return (client) => {
     const id = sessions[next++]
     if (id === undefined) throw new Error(`more autocannon connections than sessions (${sessions.length})`)
-    client.setRequests([{ method: 'POST', path: `/v1/sessions/${id}/turns`, headers: HEADERS, body: BODY }])
+    const request: AutocannonRequest = { method: 'POST', path: `/v1/sessions/${id}/turns`, headers: HEADERS, body: BODY }
+    const withKey = (req: AutocannonRequest) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `bench-${n++}` } })
+    client.setRequests([keyed ? { ...request, setupRequest: withKey } : request])
   }
 }
 
 export async function run(): Promise<BenchResult> {
   const t0 = performance.now()
   const log = (s: string) => console.log(`[turns-durable] ${s}`)
-  const runs = { ephemeral: [], fsync: [], relaxed: [], postgres: [] } as Record<RowKey, Load[]>
+  const runs = { ephemeral: [], fsync: [], relaxed: [], postgres: [], fsyncKeyed: [], postgresKeyed: [] } as Record<RowKey, Load[]>
   const envs = {} as Record<RowKey, Record<string, string>>
   const storedAfter: Partial<Record<RowKey, number>> = {}
   const only = process.env.BENCH_ONLY
@@ -90,7 +104,7 @@ export async function run(): Promise<BenchResult> {
     // The order rotates, so no configuration always runs first (or last) in a round.
     for (const row of rows.map((_, i) => rows[(i + round) % rows.length]!)) {
       // PostgreSQL: a database of its own per run, dropped after.
-      const db = row.key === 'postgres' ? await tempDatabase(undefined, 'turns') : undefined
+      const db = row.env.BURROW_SESSION_STORE === 'postgres' ? await tempDatabase(undefined, 'turns') : undefined
       const env = {
         ...burrowEnv({}),
         ...row.env,
@@ -115,10 +129,10 @@ export async function run(): Promise<BenchResult> {
         log(
           `round ${round + 1}/${ROUNDS}, ${row.label}: warm-up ${WARMUP_S}s, then ${DURATION_S}s × ${CONNECTIONS} connections (one session each)`,
         )
-        const warm = await cannon(server, WARMUP_S, perConnectionSession(warmSessions))
+        const warm = await cannon(server, WARMUP_S, perConnectionSession(warmSessions, row.keyed))
         if (warm.non2xx + warm.errors > 0)
           log(`  warm-up: ${warm.non2xx} non-2xx, ${warm.errors} errors ${JSON.stringify(warm.statusCodes)}`)
-        const l = await cannon(server, DURATION_S, perConnectionSession(runSessions))
+        const l = await cannon(server, DURATION_S, perConnectionSession(runSessions, row.keyed))
         runs[row.key].push(l)
         log(
           `  ${l.reqPerSec.toFixed(0)} turns/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${(l.serverCpu * 100).toFixed(0)} %` +
@@ -143,6 +157,8 @@ export async function run(): Promise<BenchResult> {
     fsync: meanLoad(runs.fsync),
     relaxed: meanLoad(runs.relaxed),
     postgres: meanLoad(runs.postgres),
+    fsyncKeyed: meanLoad(runs.fsyncKeyed),
+    postgresKeyed: meanLoad(runs.postgresKeyed),
   }
   const e = loads.ephemeral
   const f = loads.fsync
@@ -161,10 +177,14 @@ export async function run(): Promise<BenchResult> {
     ),
     target('non-2xx responses + errors (every configuration)', bad, '<=', 0, ''),
   ]
+  const fk = loads.fsyncKeyed
+  const pk = loads.postgresKeyed
   const both = (name: string, pick: (l: Load) => number, unit: string) => [
     metric(`lmdb fsync: ${name}`, pick(f), unit, pick(e)),
     metric(`lmdb relaxed: ${name}`, pick(r), unit, pick(e)),
     metric(`postgres vs lmdb fsync: ${name}`, pick(pg), unit, pick(f)),
+    metric(`lmdb fsync, keyed vs not: ${name}`, pick(fk), unit, pick(f)),
+    metric(`postgres, keyed vs not: ${name}`, pick(pk), unit, pick(pg)),
   ]
   const metrics = [
     ...both('turns/s (mean of rounds)', (l) => l.reqPerSec, 'turns/s'),
@@ -197,6 +217,10 @@ export async function run(): Promise<BenchResult> {
       `${(f.reqPerSec / e.reqPerSec).toFixed(3)}×).`,
     `Ephemeral: ${e.reqPerSec.toFixed(0)} turns/s, p50 ${e.p50} ms, p99 ${e.p99} ms (the baseline column, means of rounds). ` +
       `fsync: ${((100 * f.reqPerSec) / e.reqPerSec).toFixed(0)} % of it; relaxed: ${((100 * r.reqPerSec) / e.reqPerSec).toFixed(0)} %.`,
+    `With an Idempotency-Key on every turn, each round's ratio to the same store without keys: lmdb fsync ${list(perRound('fsyncKeyed', 'fsync'))}, ` +
+      `postgres ${list(perRound('postgresKeyed', 'postgres'))}. A keyed turn's outcome is written in its last commit (no write of its own), ` +
+      `and its model is called once its turn_started (naming the key) is durable: the start and the answer are two commits where an ` +
+      `unkeyed \`offline:echo\` turn usually makes one; on PostgreSQL a keyed turn also claims its key and checks it under the lease.`,
     `Status codes (all rounds) — ephemeral ${JSON.stringify(statusCodes(runs.ephemeral))}, fsync ${JSON.stringify(statusCodes(runs.fsync))}, relaxed ${JSON.stringify(statusCodes(runs.relaxed))}, postgres ${JSON.stringify(statusCodes(runs.postgres))}.`,
     `PostgreSQL (the server on this machine, \`synchronous_commit\` and fsync on): a turn commits its events (the history messages they add and the session's small head, with the fencing check) under the session's lease; the replica keeps the lease for \`BURROW_LEASE_LINGER_MS\` (2 s by default) after the turn, so with one session per connection only a session's first turn takes it (and it is released 2 s after the last). Commits are group-committed across sessions: what queues while a statement is in flight goes as the next one (PgCommitWriter; leases have a batcher of their own), so under this load a statement carries a dozen or more sessions; commits wait for their WAL flush (pool \`BURROW_PG_POOL_SIZE\` ${envs.postgres?.BURROW_PG_POOL_SIZE ?? '10, the default'}). The database runs on the same two cores as the server and autocannon.`,
     `Turns/s first → last second of the last round's measured run: ephemeral ${secs(runs.ephemeral.at(-1)!)}, fsync ${secs(runs.fsync.at(-1)!)}, ` +
