@@ -9,6 +9,11 @@ export interface BurrowDbs {
   heads: Database<unknown, string>
   /** session_id → configuration (written once, at creation) */
   configs: Database<unknown, string>
+  /**
+   * session_id → tenant (written with the session's first commit, since schema 4): the owner check
+   * reads this small record, never the configuration, whose system prompt may be a megabyte
+   */
+  tenants: Database<unknown, string>
   /** session_id → session notes (written when they change) */
   notes: Database<unknown, string>
   /** [session_id, chunk] → [turn, input, output, compaction] tokens of turns chunk·16+1 … chunk·16+16 (the chunk still filling lives in the head) */

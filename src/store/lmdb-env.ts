@@ -1,12 +1,12 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type RootDatabase } from 'lmdb'
-import { migrateFromV2, type Fold, type Migrated } from './lmdb-migrate.js'
+import { migrateFromV2, migrateFromV3, type Fold, type Migrated } from './lmdb-migrate.js'
 import type { BurrowDbs } from './lmdb-dbs.js'
 
 export type { BurrowDbs } from './lmdb-dbs.js'
 
-export const SCHEMA_VERSION = 3
+export const SCHEMA_VERSION = 4
 
 export interface LmdbEnv {
   root: RootDatabase
@@ -23,8 +23,9 @@ export class SchemaMismatchError extends Error {}
 /**
  * Opens (creating if needed) `<dataDir>/lmdb`. The caller holds the data directory's
  * process lock (see DataDirLock). Opening does not read sessions: start-up cost does
- * not grow with them — except once, when a directory of schema 2 is upgraded (with `fold`,
- * the session reducer; without it such a directory is refused).
+ * not grow with them — except once, when a directory of an older schema is upgraded: schema 3
+ * by reading each session's configuration for its tenant, schema 2 by replaying its logs (with
+ * `fold`, the session reducer; without it such a directory is refused), then as schema 3.
  */
 export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxed' = 'fsync', fold?: Fold): Promise<LmdbEnv> {
   mkdirSync(dataDir, { recursive: true })
@@ -40,7 +41,7 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
   // meta keeps lmdb-js's default encoding (msgpack), as every schema so far: its version always reads.
   const meta = root.openDB<unknown, string>({ name: 'meta' })
   const version = meta.get('schema_version')
-  if (version !== undefined && version !== SCHEMA_VERSION && !(version === 2 && fold)) {
+  if (version !== undefined && version !== SCHEMA_VERSION && version !== 3 && !(version === 2 && fold)) {
     // Refused before anything is opened that this build would create: the directory stays exactly as it was.
     await root.close()
     throw new SchemaMismatchError(
@@ -53,6 +54,7 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
     events: db('events'),
     heads: db('heads'),
     configs: db('configs'),
+    tenants: db('session_tenants'),
     notes: db('notes'),
     turnUsage: db('turn_usage'),
     byTenant: db('by_tenant'),
@@ -66,8 +68,10 @@ export async function openLmdbEnv(dataDir: string, durability: 'fsync' | 'relaxe
   let migrated: Migrated | undefined
   if (version === undefined) {
     await dbs.meta.put('schema_version', SCHEMA_VERSION)
-  } else if (version === 2 && fold) {
-    migrated = migrateFromV2(root, dbs, fold)
+  } else if (version !== SCHEMA_VERSION) {
+    if (version === 2 && fold) migrated = migrateFromV2(root, dbs, fold)
+    const tenants = migrateFromV3(root, dbs)
+    migrated ??= tenants
     await root.flushed
   }
   let closing: Promise<void> | null = null

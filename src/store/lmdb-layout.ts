@@ -16,7 +16,7 @@ import {
 
 export { USAGE_CHUNK, usageChunk, type TurnUsage } from './stored-history.js'
 
-// How a session is laid out in Burrow's LMDB environment (schema 3): the values each database
+// How a session is laid out in Burrow's LMDB environment (schema 4): the values each database
 // holds, and the writes that store a session's events and the record they produce.
 
 /** A turn's usage as stored: `[turn, input_tokens, output_tokens, compaction_tokens]` (a fifth of the object's JSON). */
@@ -114,6 +114,7 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
   const tenant = s.config.tenant
   if (!k) {
     ops.push({ db: d.configs, key: sid, value: json(s.config) })
+    ops.push({ db: d.tenants, key: sid, value: json(tenant) })
     ops.push({ db: d.byTenant, key: [tenant, sid], value: ONE })
   }
   // The events, with the messages they appended; the whole history when a compaction or a rolled-back turn made a new generation.
@@ -167,7 +168,7 @@ export function sessionWrites(d: BurrowDbs, events: readonly EventEnvelope[], s:
 /** Appends to `ops` the removal of everything stored for a session. */
 export function purgeWrites(d: BurrowDbs, sid: string, tenant: string, k: Known | undefined, ops: Op[]): void {
   for (const db of [d.events, d.turnUsage]) for (const key of db.getKeys({ start: [sid, 0], end: [sid, Infinity] })) ops.push({ db, key })
-  for (const db of [d.heads, d.configs, d.notes, d.running, d.checkpoints, d.pending]) ops.push({ db, key: sid })
+  for (const db of [d.heads, d.configs, d.tenants, d.notes, d.running, d.checkpoints, d.pending]) ops.push({ db, key: sid })
   ops.push({ db: d.byTenant, key: [tenant, sid] })
   if (k) ops.push({ db: d.byStatus, key: [tenant, k.status, sid] })
 }

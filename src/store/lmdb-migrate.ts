@@ -1,6 +1,6 @@
 import type { Database, Key, RootDatabase } from 'lmdb'
 import type { EventEnvelope } from '../core/events.js'
-import type { SessionRecord } from '../core/session-record.js'
+import type { SessionConfig, SessionRecord } from '../core/session-record.js'
 import type { BurrowDbs } from './lmdb-dbs.js'
 import { applyWrites, sessionWrites, type Known, type Op } from './lmdb-layout.js'
 
@@ -40,6 +40,7 @@ export function migrateFromV2(root: RootDatabase, dbs: BurrowDbs, fold: Fold): M
     const derived: Array<Database<unknown, Key>> = [
       dbs.heads,
       dbs.configs,
+      dbs.tenants,
       dbs.notes,
       dbs.turnUsage,
       dbs.byTenant,
@@ -81,4 +82,23 @@ export function migrateFromV2(root: RootDatabase, dbs: BurrowDbs, fold: Fold): M
     dbs.meta.put('schema_version', 3)
   })
   return { from: 2, sessions, events }
+}
+
+/**
+ * Schema 3 → 4: fills `tenants` (session id → tenant) from the configurations, in one write
+ * transaction that also sets the version (a crash leaves the directory at schema 3, and the next
+ * opening does it again). Nothing else changes. Schema 4 is a version of its own, not a quiet
+ * addition, because a release of schema 3 would go on creating sessions without the record, and
+ * the owner check would then not find them.
+ */
+export function migrateFromV3(root: RootDatabase, dbs: BurrowDbs): Migrated {
+  let sessions = 0
+  root.transactionSync(() => {
+    for (const { key, value } of dbs.configs.getRange()) {
+      dbs.tenants.put(key, (value as SessionConfig).tenant)
+      sessions++
+    }
+    dbs.meta.put('schema_version', 4)
+  })
+  return { from: 3, sessions, events: 0 }
 }

@@ -108,9 +108,10 @@ export class LmdbSessionRepository implements SessionRepository {
       await this.writer.settledFor(sessionId)
       return this.load(sessionId)
     },
+    /** One point lookup of a small record (`tenants`, never the configuration): it costs the same however large the session. */
     tenantOf: async (sessionId: string): Promise<string | undefined> => {
       await this.writer.settledFor(sessionId)
-      return (this.dbs.configs.get(sessionId) as SessionConfig | undefined)?.tenant
+      return this.dbs.tenants.get(sessionId) as string | undefined
     },
     list: async (tenant: string, q: SessionQuery): Promise<Page<SessionSummary>> => {
       const after = decodeCursor(q.cursor)

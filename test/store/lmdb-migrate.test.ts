@@ -1,12 +1,14 @@
-// A data directory written by the release with store schema 2 (test/fixtures/store-v2) is upgraded
-// when the store opens it: every session reads back as that release read it, and the service goes on.
+// Data directories written with older store schemas (test/fixtures/store-v2, store-v3) are upgraded
+// when the store opens them: every session reads back as the old code read it, and the service goes on.
 import t from 'tap'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.js'
+import { open } from 'lmdb'
 import { SchemaMismatchError } from '../../src/store/lmdb-env.js'
+import { config, SessionLog, sessionId } from '../contract/fixtures.js'
 import { applyEvent, rebuild } from '../../src/session/session-reducer.js'
 import { startBurrow } from '../helpers/harness.js'
 
@@ -43,6 +45,7 @@ t.test('opening upgrades schema 2: every session, event and idempotency record r
     t.same(await repo.sessions.get(s.id), s.record, `${name}: the snapshot`)
     t.same(rebuild(events), s.record, `${name}: rebuild(log) == snapshot`)
     t.equal(await repo.events.lastSeq(s.id), s.record.last_seq)
+    t.equal(await repo.sessions.tenantOf(s.id), s.record.config.tenant, `${name}: the owner (schema 4's small record)`)
   }
   t.same(await repo.idempotency.get(expected.idempotency.key), expected.idempotency.record, 'idempotency records are carried over')
   t.same(await repo.sessions.runningTurns(), [expected.ids.running], 'the turn a crash left running is still known as running')
@@ -73,7 +76,7 @@ t.test('without the reducer a schema-2 directory is refused, and left as it was'
   const before = await readFile(join(dir, 'lmdb', 'data.mdb'))
   const err = await LmdbSessionRepository.open(dir, OPTS).catch((e: unknown) => e)
   t.type(err, SchemaMismatchError)
-  t.match((err as Error).message, /schema version 2; this build reads version 3 and upgrades version 2 when the service opens it/)
+  t.match((err as Error).message, /schema version 2; this build reads version 4 and upgrades version 2 when the service opens it/)
   t.ok(before.equals(await readFile(join(dir, 'lmdb', 'data.mdb'))), 'not a byte changed')
   const repo = await LmdbSessionRepository.open(dir, { ...OPTS, fold: applyEvent })
   t.equal(repo.migrated?.sessions, Object.keys(expected.sessions).length)
@@ -120,4 +123,84 @@ t.test('the service on an upgraded directory: start-up closes the crashed turn, 
     notes.body.notes.map((n: any) => [n.key, n.value]),
     [['deadline', 'Friday']],
   )
+})
+
+const FIXTURE_V3 = join(import.meta.dirname, '..', 'fixtures', 'store-v3')
+type NameV3 = 'plain' | 'large' | 'paused' | 'archived' | 'deleted'
+const expectedV3 = JSON.parse(gunzipSync(await readFile(join(FIXTURE_V3, 'expected.json.gz'))).toString()) as Record<
+  NameV3,
+  { id: string; tenant: string; record: any; events: any[] }
+>
+
+/** A fresh data directory holding a copy of the schema-3 environment. */
+async function v3Dir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-v3-'))
+  await mkdir(join(dir, 'lmdb'))
+  await writeFile(join(dir, 'lmdb', 'data.mdb'), gunzipSync(await readFile(join(FIXTURE_V3, 'data.mdb.gz'))))
+  return dir
+}
+
+t.test('opening upgrades schema 3: each session gets its tenant record, and everything else reads back the same', async (t) => {
+  const dir = await v3Dir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const repo = await LmdbSessionRepository.open(dir, OPTS)
+  const stored = Object.values(expectedV3).filter((s) => s.record !== null)
+  t.same(repo.migrated, { from: 3, sessions: stored.length, events: 0 }, 'no reducer needed: nothing is replayed')
+  for (const [name, s] of Object.entries(expectedV3)) {
+    t.equal(await repo.sessions.tenantOf(s.id), s.record ? s.tenant : undefined, `${name}: the owner`)
+    t.same((await repo.sessions.get(s.id)) ?? null, s.record, `${name}: the snapshot`)
+    t.same(await repo.events.readAfter(s.id, 0), s.events, `${name}: the events`)
+  }
+  t.same(
+    (await repo.sessions.list('beta', { limit: 10 })).items.map((i) => i.session_id).sort(),
+    [expectedV3.large.id, expectedV3.archived.id].sort(),
+  )
+  // Sessions go on, new ones are recorded, and a deleted one loses its record.
+  const large = expectedV3.large
+  const next = new SessionLog(large.id, large.record.config)
+  for (const e of large.events) next.add(e.turn, { type: e.type, data: e.data })
+  const turn = next.turn('after the upgrade')
+  await repo.commit(turn.events, turn.record)
+  const fresh = new SessionLog(sessionId(100), config('gamma'))
+  const created = fresh.create()
+  await repo.commit(created.events, created.record)
+  t.equal(await repo.sessions.tenantOf(fresh.id), 'gamma')
+  await repo.deleteSession(expectedV3.plain.id, 'alpha')
+  t.equal(await repo.sessions.tenantOf(expectedV3.plain.id), undefined)
+  await repo.close()
+  const again = await LmdbSessionRepository.open(dir, OPTS)
+  t.teardown(() => again.close())
+  t.equal(again.migrated, undefined, 'upgraded once')
+  t.same(await again.sessions.get(large.id), turn.record)
+  t.equal(await again.sessions.tenantOf(large.id), 'beta')
+})
+
+t.test('the service on a directory of schema 3: the upgrade is logged, and another tenant still finds nothing', async (t) => {
+  const dir = await v3Dir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const h = await startBurrow({ BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta' }, { dataDir: dir, token: 'ka' })
+  t.teardown(() => h.close())
+  t.ok(
+    h.logs.some((l) => /upgraded the session store from schema 3/.test(l.msg) && l.sessions === 4),
+    'the upgrade is logged',
+  )
+  const large = expectedV3.large
+  t.equal((await h.api.get(`/v1/sessions/${large.id}`)).status, 404, "another tenant's session stays invisible")
+  const own = await h.api.get(`/v1/sessions/${large.id}`, { token: 'kb' })
+  t.equal(own.status, 200)
+  t.equal(own.body.system_prompt, large.record.config.system_prompt)
+  t.equal((await h.api.get(`/v1/sessions/${expectedV3.plain.id}`)).body.messages.length, expectedV3.plain.record.messages.length)
+})
+
+t.test('a directory of a newer schema is refused, and left as it was', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-v5-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const env = open({ path: join(dir, 'lmdb') })
+  await env.openDB<unknown, string>({ name: 'meta' }).put('schema_version', 5)
+  await env.close()
+  const before = await readFile(join(dir, 'lmdb', 'data.mdb'))
+  const err = await LmdbSessionRepository.open(dir, { ...OPTS, fold: applyEvent }).catch((e: unknown) => e)
+  t.type(err, SchemaMismatchError)
+  t.match((err as Error).message, /schema version 5; this build reads version 4\./)
+  t.ok(before.equals(await readFile(join(dir, 'lmdb', 'data.mdb'))), 'not a byte changed')
 })
