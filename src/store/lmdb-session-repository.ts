@@ -108,8 +108,16 @@ export class LmdbSessionRepository implements SessionRepository {
       await this.writer.settledFor(sessionId)
       return this.load(sessionId)
     },
-    /** One point lookup of a small record (`tenants`, never the configuration): it costs the same however large the session. */
+    /**
+     * One point lookup of a small record (`tenants`, never the configuration), so another tenant's
+     * session costs what an unknown id costs, however large its system prompt. Only a session not
+     * stored yet waits for its writes: one whose first commit is in flight, whose id nobody has been
+     * given yet. A stored session's later commits in flight are not waited for (its tenant never
+     * changes), or a foreign session being written would answer later than an unknown id.
+     */
     tenantOf: async (sessionId: string): Promise<string | undefined> => {
+      const tenant = this.dbs.tenants.get(sessionId) as string | undefined
+      if (tenant !== undefined) return tenant
       await this.writer.settledFor(sessionId)
       return this.dbs.tenants.get(sessionId) as string | undefined
     },

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.js'
 import { sessionStoreContract, type RepositoryFactory } from '../contract/session-store.contract.js'
 import { eventStoreContract } from '../contract/event-store.contract.js'
-import { SessionLog, sessionId } from '../contract/fixtures.js'
+import { SessionLog, config, sessionId } from '../contract/fixtures.js'
 
 for (const durability of ['fsync', 'relaxed'] as const) {
   const factory: RepositoryFactory = async () => {
@@ -62,4 +62,28 @@ t.test('a batch is all or nothing: a write that throws stores none of the commit
     next.record,
   )
   t.equal(await repo.events.lastSeq(a.id), 7)
+})
+
+t.test('tenantOf waits for a session only while its first commit is in flight', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-lmdb-'))
+  const repo = await LmdbSessionRepository.open(dir, { durability: 'fsync', idempotencyTtlMs: 3_600_000 })
+  t.teardown(async () => {
+    await repo.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  const log = new SessionLog(sessionId(1), config('tenant-b'))
+  const order: string[] = []
+  const created = log.create()
+  const first = repo.commit(created.events, created.record).then(() => order.push('first commit'))
+  const owner = await repo.sessions.tenantOf(log.id)
+  order.push('owner')
+  await first
+  t.equal(owner, 'tenant-b', 'a session whose first commit is in flight is found once it lands')
+  const turn = log.turn('while another tenant asks')
+  const next = repo.commit(turn.events, turn.record).then(() => order.push('next commit'))
+  t.equal(await repo.sessions.tenantOf(log.id), 'tenant-b')
+  order.push('owner again')
+  await next
+  // Waiting there would tell another tenant that the session is being written: it answers at once, as an unknown id does.
+  t.same(order, ['first commit', 'owner', 'owner again', 'next commit'], 'a later commit in flight is not waited for')
 })
