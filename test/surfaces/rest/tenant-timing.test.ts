@@ -1,6 +1,10 @@
 // Another tenant's session answers exactly like an unknown id — in time as well as in body: the
-// tenant is checked before a (possibly very large) session is loaded from the store.
+// tenant is checked, from a small record, before a (possibly very large) session is loaded from the store.
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { startBurrow } from '../../helpers/harness.js'
 
 function median(xs: number[]): number {
@@ -49,4 +53,48 @@ t.test('a large session of another tenant costs what an unknown id costs', async
   t.comment(`median ms: other tenant ${other_.toFixed(2)}, unknown ${none_.toFixed(2)}, owner loading it ${own_.toFixed(2)}`)
   t.ok(own_ > 4 * none_, 'loading the session is measurably slower (the test can tell)')
   t.ok(other_ < 2 * none_ + 1, "another tenant's id answers as fast as an unknown one")
+})
+
+t.test('cold, a session of another tenant with a 900 KB system prompt answers in the time of an unknown id', async (t) => {
+  const env = { BURROW_SESSION_STORE: 'lmdb', BURROW_API_KEYS: 'ka:alpha,kb:beta', BURROW_DURABILITY: 'relaxed' }
+  const dataDir = await mkdtemp(join(tmpdir(), 'burrow-timing-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const first = await startBurrow(env, { token: 'kb', dataDir })
+  const prompt = Array.from({ length: 20_000 }, (_, i) => `Rule ${i}: answer in "plain" words, ünïcode ✓ kept.\n`)
+    .join('')
+    .slice(0, 900_000)
+  const big = await first.api.createSession({ system_prompt: prompt })
+  // A restart: nothing of the session is live in the process, so each read of it goes to the store (a
+  // read as another tenant never makes it live: every one of them is cold).
+  await first.close()
+  const h = await startBurrow(env, { token: 'ka', dataDir })
+  t.teardown(() => h.close())
+
+  const read = async (id: string): Promise<number> => {
+    const t0 = performance.now()
+    const r = await h.api.get(`/v1/sessions/${id}`)
+    const ms = performance.now() - t0
+    if (r.status !== 404) throw new Error(`expected 404, got ${r.status}`)
+    return ms
+  }
+  for (let i = 0; i < 20; i++) await read(i % 2 === 0 ? big : randomUUID()) // warm-up: JIT, connections, pages
+  const times = { foreign: [] as number[], unknown: [] as number[] }
+  for (let i = 0; i < 150; i++) {
+    // Interleaved, the order alternating, so drift and a slow neighbour weigh on both alike.
+    if (i % 2 === 0) {
+      times.foreign.push(await read(big))
+      times.unknown.push(await read(randomUUID()))
+    } else {
+      times.unknown.push(await read(randomUUID()))
+      times.foreign.push(await read(big))
+    }
+  }
+  const [foreign, unknown] = [median(times.foreign), median(times.unknown)]
+  t.comment(
+    `median ms, cold: another tenant's session ${foreign.toFixed(3)}, unknown id ${unknown.toFixed(3)} (×${(foreign / unknown).toFixed(2)})`,
+  )
+  t.ok(foreign <= 1.3 * unknown, "another tenant's session answers within 1.3× the time of an unknown id")
+  // Last (it makes the session live): the session is there, prompt and all, for its owner.
+  const own = await h.api.get(`/v1/sessions/${big}`, { token: 'kb' })
+  t.equal(own.body.system_prompt, prompt, 'the owner reads it')
 })
