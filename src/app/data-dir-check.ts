@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readdir, stat, statfs, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from '../core/logger.js'
+import { lmdbDamage } from '../store/lmdb-errors.js'
 import { checkLmdbFile } from '../store/lmdb-preflight.js'
 import type { Config } from './config.js'
 import { StartupError } from './startup-error.js'
@@ -63,13 +64,13 @@ export interface StoreFilesState {
  */
 export async function checkStoreFiles(config: Config, logger: Logger): Promise<StoreFilesState> {
   const dir = config.dataDir
-  const envs = [
-    ...(config.sessionStore === 'lmdb' ? [{ what: 'session store', envDir: join(dir, 'lmdb') }] : []),
-    ...(config.memoryStore === 'hnsw' ? [{ what: 'memory store', envDir: join(dir, 'memory', 'lmdb') }] : []),
+  const envs: LmdbStore[] = [
+    ...(config.sessionStore === 'lmdb' ? ['session store' as const] : []),
+    ...(config.memoryStore === 'hnsw' ? ['memory store' as const] : []),
   ]
   let sessionStoreAbsent = false
-  for (const { what, envDir } of envs) {
-    const absent = await checkLmdbEnv(what, envDir, logger)
+  for (const what of envs) {
+    const absent = await checkLmdbEnv(what, envDirOf(dir, what), logger)
     if (what === 'session store') sessionStoreAbsent = absent
   }
   const projectedSessions = await countProjections(dir)
@@ -100,19 +101,54 @@ export async function checkStoreNotEmpty(config: Config, state: StoreFilesState,
   )
 }
 
+/** The LMDB environments start-up opens. */
+export type LmdbStore = 'session store' | 'memory store'
+
+function envDirOf(dataDir: string, what: LmdbStore): string {
+  return what === 'session store' ? join(dataDir, 'lmdb') : join(dataDir, 'memory', 'lmdb')
+}
+
+/**
+ * Runs a start-up read of an LMDB store (opening it, an upgrade, recovery): what LMDB throws about a
+ * damaged file (MDB_CORRUPTED, MDB_PAGE_NOTFOUND, …: damage the pre-open check does not see, such as
+ * a page past its budget) becomes the same refusal, naming the file, as damage found before opening.
+ * Anything else is rethrown as it is.
+ */
+export async function readingStore<T>(dataDir: string, what: LmdbStore, read: () => Promise<T>): Promise<T> {
+  try {
+    return await read()
+  } catch (err) {
+    throw storeDamage(dataDir, what, err) ?? err
+  }
+}
+
+/** The StartupError for an error LMDB threw about a damaged file of `what`, or `undefined` for any other error. */
+export function storeDamage(dataDir: string, what: LmdbStore, err: unknown): StartupError | undefined {
+  const said = lmdbDamage(err)
+  return said ? damaged(what, envDirOf(dataDir, what), `is damaged: LMDB reports ${said}`, err) : undefined
+}
+
+function damaged(what: LmdbStore, envDir: string, problem: string, cause?: unknown): StartupError {
+  const fresh =
+    what === 'session store' ? 'with an empty store (and BURROW_ALLOW_EMPTY_STORE=true; its sessions are then gone)' : 'with empty memory'
+  return new StartupError(
+    `The ${what} file ${join(envDir, 'data.mdb')} ${problem}. Restore ${envDir} from a backup, or move it aside to start ${fresh}.`,
+    cause === undefined ? undefined : { cause },
+  )
+}
+
 /** Checks one LMDB environment directory; true when it has no data yet. */
-async function checkLmdbEnv(what: string, envDir: string, logger: Logger): Promise<boolean> {
+async function checkLmdbEnv(what: LmdbStore, envDir: string, logger: Logger): Promise<boolean> {
   const data = join(envDir, 'data.mdb')
   const found = await checkLmdbFile(data)
-  if (found.state === 'damaged') {
-    const fresh =
-      what === 'session store' ? 'with an empty store (and BURROW_ALLOW_EMPTY_STORE=true; its sessions are then gone)' : 'with empty memory'
-    throw new StartupError(
-      `The ${what} file ${data} ${found.problem}. Restore ${envDir} from a backup, or move it aside to start ${fresh}.`,
-    )
-  }
+  if (found.state === 'damaged') throw damaged(what, envDir, found.problem)
   if (found.state === 'unreadable') throw inaccessible(what, data, found.code)
   if (found.state === 'ok' && found.note) logger.warn({ file: data, txnid: String(found.txnid) }, `${what} file ${data}: ${found.note}`)
+  if (found.state === 'ok' && found.walked.rootOnly.length > 0)
+    logger.info(
+      { file: data, pages_read: found.walked.reads, root_only: found.walked.rootOnly },
+      `${what} file ${data}: checked ${found.walked.reads} pages; the largest databases only at their root (the start-up check's page budget)`,
+    )
   // LMDB opens both files read-write; it cannot report a failure to, and crashes instead.
   for (const file of found.state === 'absent' ? [join(envDir, 'lock.mdb')] : [data, join(envDir, 'lock.mdb')]) {
     try {

@@ -27,7 +27,7 @@ import { splitPassages } from '../memory/passages.js'
 import type { Config } from './config.js'
 import { openPgMemoryStore, openPgSessionStore } from './pg-store.js'
 import { linkReplicas } from './replicas.js'
-import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, type StoreFilesState } from './data-dir-check.js'
+import { checkDataDir, checkStoreFiles, checkStoreNotEmpty, readingStore, storeDamage, type StoreFilesState } from './data-dir-check.js'
 import { buildProviders } from './providers.js'
 import { optional } from './optional-dependency.js'
 import { StartupError } from './startup-error.js'
@@ -113,7 +113,10 @@ async function build(
       })
       memory = store
     } catch (err) {
-      throw new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)
+      throw (
+        storeDamage(config.dataDir, 'memory store', err) ??
+        new StartupError(`Cannot open the memory store in ${config.dataDir}: ${(err as Error).message}`)
+      )
     }
   } else if (config.memoryStore === 'postgres') {
     const embedder = await buildEmbedder(config)
@@ -143,7 +146,8 @@ async function build(
     const store = pgStore ?? (await openSessionStore(config, deps.logger))
     cleanup.push(() => store.close())
     // A PostgreSQL database is no file beside the projection: an empty one is a new deployment, not a lost store.
-    if (config.sessionStore === 'lmdb') await checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds())
+    if (config.sessionStore === 'lmdb')
+      await readingStore(config.dataDir, 'session store', () => checkStoreNotEmpty(config, storeFiles!, store.sessions.allIds()))
     // Built even when this process writes no files: a deletion removes those its directory holds.
     // With PostgreSQL it writes while it holds the writer's lease (the election starts with the service).
     const p = new Projector(store, config.dataDir, deps.logger, { writing: config.projection && !pgStore })
@@ -208,7 +212,11 @@ async function build(
   }
   if (!stored || !projector) return { service, ...parts }
 
-  await sessions.recover()
+  // What LMDB throws reading a damaged session store here is the refusal naming its file (PostgreSQL's errors are no such thing).
+  const startupRead = pgStore
+    ? <T>(read: () => Promise<T>) => read()
+    : <T>(read: () => Promise<T>) => readingStore(config.dataDir, 'session store', read)
+  await startupRead(() => sessions.recover())
   await replicas?.start()
   if (repository.leases) {
     // Another replica's turns: closed once their lease expired (that replica died), by whichever replica sweeps first.
@@ -218,7 +226,7 @@ async function build(
     recovery.unref()
     cleanup.push(async () => clearInterval(recovery))
   }
-  await projector.start()
+  await startupRead(() => projector.start())
   if (pgStore && config.projection) {
     const election = new ProjectionElection(pgStore.projectionWriter, projector, deps.logger)
     // Closed before the projector and the store: the writer's last files are written, then its lease given up.
@@ -259,7 +267,10 @@ async function openSessionStore(config: Config, logger: Logger): Promise<LmdbSes
       },
     })
   } catch (err) {
-    throw new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
+    throw (
+      storeDamage(config.dataDir, 'session store', err) ??
+      new StartupError(`Cannot open the session store in ${config.dataDir}: ${(err as Error).message}`)
+    )
   }
   const migrated = repository.migrated
   if (migrated)
