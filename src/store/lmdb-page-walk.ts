@@ -186,8 +186,8 @@ class PageWalk {
       const flags = page.readUInt16LE(18)
       const lower = page.readUInt16LE(20)
       const count = lower >> 1
-      const leaf = (flags & P_LEAF) !== 0
-      if (!leaf && (flags & P_BRANCH) === 0) return `${where} is not a tree page (flags 0x${flags.toString(16)})`
+      const leaf = flags === P_LEAF || flags === (P_LEAF | P_LEAF2)
+      if (!leaf && flags !== P_BRANCH) return `${where} is not a tree page (flags 0x${flags.toString(16)})`
       if (leaf !== (depth === db.depth)) return `${where} is a ${leaf ? 'leaf' : 'branch'} page at depth ${depth} of ${db.depth}`
       if (leaf) tree.counted.leaf++
       else tree.counted.branch++
