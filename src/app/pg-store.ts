@@ -88,6 +88,8 @@ export async function openPgMemoryStore(config: Config, embedder: Embedder, logg
       poolSize: Math.max(2, Math.ceil(config.pgPoolSize / 2)),
       replicaId: config.replicaId,
       withoutLabels,
+      idempotencyTtlMs: IDEMPOTENCY_TTL_MS,
+      claimMs: config.leaseMs,
       onHealth: (writable, err) => {
         if (writable) logger.info({ database }, 'the memory database takes writes again: ready')
         else

@@ -1,4 +1,5 @@
 import type { MemoryEntry } from './memory-store.js'
+import type { IdempotencyStore, IdempotencyWrite } from './stores.js'
 
 /**
  * Memory entries kept in a shared database (PostgreSQL) that several replicas read: the truth a
@@ -17,7 +18,9 @@ export interface MemoryLog {
    * a deleted session (`{ deletedSession }`, nothing written); throws `STORE_UNAVAILABLE` when
    * the database cannot take the commit.
    */
-  append(batches: readonly LogBatch[]): Promise<{ first: number[] } | { deletedSession: string }>
+  append(batches: readonly LogBatch[], outcomes?: readonly IdempotencyWrite[]): Promise<{ first: number[] } | { deletedSession: string }>
+  /** Where idempotent adds' outcomes are kept: `append` writes its `outcomes` there, in its transaction. */
+  readonly idempotency?: IdempotencyStore
   /**
    * Removes one entry of the tenant (by id), or every entry of a session and marks the session
    * deleted (nothing is added to it again). Returns the labels removed.

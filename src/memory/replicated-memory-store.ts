@@ -3,8 +3,10 @@ import { BurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import { SILENT_LOGGER } from '../core/logger.js'
 import type { LogBatch, MemoryLog } from '../core/memory-log.js'
+import type { IdempotencyStore } from '../core/stores.js'
 import {
   matchesMetadata,
+  type MemoryAddOutcome,
   type MemoryEntry,
   type MemoryHit,
   type MemoryListQuery,
@@ -88,10 +90,17 @@ export class ReplicatedMemoryStore implements MemoryStore {
     }
   }
 
-  async add(entries: readonly NewMemoryEntry[]): Promise<MemoryEntry[]> {
+  /** Where idempotent adds' outcomes are kept: the log's, written in the transaction of their entries. */
+  get idempotency(): IdempotencyStore | undefined {
+    return this.log.idempotency
+  }
+
+  async add(entries: readonly NewMemoryEntry[], outcome?: MemoryAddOutcome): Promise<MemoryEntry[]> {
     if (entries.length === 0) return []
     this.core.assertOpen()
     const prepared = await this.core.prepare(entries, randomUUID)
+    const added = prepared.map((p) => publicEntry(p.entry))
+    const record = this.log.idempotency ? outcome?.(added) : undefined
     const byTenant = new Map<string, PreparedEntry[]>()
     for (const p of prepared) {
       const list = byTenant.get(p.entry.tenant)
@@ -108,7 +117,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
         ps.map((p, i) => ({ label: i, tf: p.tf })),
       ),
     }))
-    const committed = await this.log.append(batches)
+    const committed = await this.log.append(batches, record ? [record] : [])
     if ('deletedSession' in committed)
       throw new BurrowError('SESSION_NOT_FOUND', `Session ${committed.deletedSession} was deleted; its memories are not kept.`)
     // Committed: acknowledged. Nothing below may fail the call (a retry would add the entries twice).
@@ -124,7 +133,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
         )
       }),
     )
-    return prepared.map((p) => publicEntry(p.entry))
+    return added
   }
 
   async search(q: MemoryQuery): Promise<MemoryHit[]> {

@@ -1,7 +1,10 @@
 import type pg from 'pg'
 import type { LogBatch, LoggedEntry, MemoryLog, TenantChanges, TenantHead } from '../core/memory-log.js'
 import type { MemoryEntry } from '../core/memory-store.js'
+import type { IdempotencyWrite } from '../core/stores.js'
+import { splitIdempotencyKey } from './idempotency-key.js'
 import { PgAccess } from './pg-access.js'
+import { PgIdempotencyStore } from './pg-idempotency-store.js'
 import { migrate, type Migrated } from './pg-migrate.js'
 import { openPool } from './pg-pool.js'
 
@@ -12,6 +15,10 @@ export interface PgMemoryLogOptions {
   /** The posting block without the given labels' documents, or null when none is left (posting-blocks.ts `withoutLabels`). */
   withoutLabels(first: number, block: Uint8Array, drop: ReadonlySet<number>): Uint8Array | null
   onHealth?: (writable: boolean, err?: unknown) => void
+  /** How long idempotent adds' outcomes are kept (default 24 hours). */
+  idempotencyTtlMs?: number
+  /** How long a claim of an idempotency key holds unless renewed (the lease duration; default 10 s). */
+  claimMs?: number
 }
 
 const WHAT = 'memory entries'
@@ -41,12 +48,21 @@ interface Record_ {
  * deletion of a session cannot interleave with an add of its entries.
  */
 export class PgMemoryLog implements MemoryLog {
+  /**
+   * The outcomes of idempotent adds, in the `idempotency` table (the schema is the session store's,
+   * the same table when both stores share the database), with claims across replicas; `append`
+   * writes an add's outcome in the transaction of its entries.
+   */
+  readonly idempotency: PgIdempotencyStore
+
   private constructor(
     private readonly pool: pg.Pool,
     private readonly access: PgAccess,
     private readonly opts: PgMemoryLogOptions,
     readonly migrated: Migrated,
-  ) {}
+  ) {
+    this.idempotency = new PgIdempotencyStore(pool, access, opts.idempotencyTtlMs ?? 24 * 3_600_000, opts.replicaId, opts.claimMs ?? 10_000)
+  }
 
   static async open(opts: PgMemoryLogOptions): Promise<PgMemoryLog> {
     let access: PgAccess | undefined
@@ -66,7 +82,10 @@ export class PgMemoryLog implements MemoryLog {
     }
   }
 
-  append(batches: readonly LogBatch[]): Promise<{ first: number[] } | { deletedSession: string }> {
+  append(
+    batches: readonly LogBatch[],
+    outcomes: readonly IdempotencyWrite[] = [],
+  ): Promise<{ first: number[] } | { deletedSession: string }> {
     const order = batches.map((_, i) => i).sort((a, b) => (batches[a]!.tenant < batches[b]!.tenant ? -1 : 1))
     return this.access.write(
       () =>
@@ -107,6 +126,15 @@ export class PgMemoryLog implements MemoryLog {
               from,
               Buffer.from(b.postings),
             ])
+          }
+          for (const o of outcomes) {
+            const [tenant, scope, key] = splitIdempotencyKey(o.key)
+            await c.query(
+              `INSERT INTO idempotency (tenant, session_id, key, created_at, record) VALUES ($1, $2, $3, $4, $5::json)
+               ON CONFLICT (tenant, session_id, key) DO UPDATE SET created_at = excluded.created_at, record = excluded.record,
+                 pending_until = NULL`,
+              [tenant, scope, key, o.record.created_at, JSON.stringify(o.record)],
+            )
           }
           return { first }
         }),
@@ -294,6 +322,7 @@ export class PgMemoryLog implements MemoryLog {
   }
 
   async close(): Promise<void> {
+    this.idempotency.close()
     this.access.close()
     await this.pool.end()
   }

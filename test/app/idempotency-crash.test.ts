@@ -13,7 +13,7 @@ import { Api, sleep, type ApiResponse } from '../helpers/harness.js'
 import { spawnServer, type ChildServer } from '../helpers/child-server.js'
 import { tempDatabase } from '../helpers/pg.js'
 
-const ITERATIONS = Number(process.env.IDEMPOTENCY_CRASH_ITERATIONS ?? 8)
+const ITERATIONS = Number(process.env.IDEMPOTENCY_CRASH_ITERATIONS ?? 6)
 const SESSIONS = 6
 const TOOLS = [{ name: 'lookup', input_schema: { type: 'object' } }]
 
@@ -46,7 +46,7 @@ t.test('kill -9 of one of two replicas: its cut requests retried on the other ru
   t.teardown(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))))
   const env = (i: number) => ({
     BURROW_SESSION_STORE: 'postgres',
-    BURROW_MEMORY_STORE: 'off',
+    BURROW_MEMORY_STORE: 'postgres',
     BURROW_DATABASE_URL: db.url,
     BURROW_PG_POOL_SIZE: '3',
     BURROW_DATA_DIR: dirs[i]!,

@@ -19,7 +19,7 @@ import { tempDir } from '../helpers/temp-dir.js'
 import { lmdbTreePages, type TreePage } from '../helpers/lmdb-pages.js'
 
 const FIRST = Number(process.env.BURROW_FUZZ_SEED ?? 1)
-const COUNT = Number(process.env.BURROW_FUZZ_SEEDS ?? 24)
+const COUNT = Number(process.env.BURROW_FUZZ_SEEDS ?? 16)
 const PARALLEL = 4
 // A start of the real server takes 2 to 10 s by the machine's load; each takes one of PARALLEL slots.
 t.setTimeout(Math.max(120_000, COUNT * 15_000))
