@@ -124,9 +124,11 @@ export class TurnRunner {
     try {
       // Watched live, the model is called once the turn's start is published, so its text streams as it
       // comes; unwatched, the start is committed together with whatever follows it (group commit) —
-      // unless the request has an Idempotency-Key: the model is then called once the key is bound to
-      // this run in the log, so a crash can never leave a model call a retry would repeat.
-      if (receipt || turn.session.watched()) await turn.session.settled()
+      // unless the request has an Idempotency-Key and the model is a remote one: it is then called once
+      // the key is bound to this run in the log, so a crash never leaves a billed call a retry would
+      // repeat. (The in-process offline model costs nothing to call again, and its answer is already there.)
+      if ((receipt && !this.deps.providers.resolve(turn.record.config.model).client.offline) || turn.session.watched())
+        await turn.session.settled()
       return await this.loop(turn, start.effective, start.kind === 'tool_results')
     } catch (err) {
       throw await this.fail(turn, err)
