@@ -74,6 +74,18 @@ export class PgIdempotencyStore implements IdempotencyStore {
     )
   }
 
+  /**
+   * Expires the claims this owner name still holds: an earlier process's with the same replica id,
+   * which died (this one holds none yet), so a retry takes them over now, not a lease later.
+   */
+  async releaseOwned(): Promise<number> {
+    const r = await this.db.write(
+      () => this.pool.query('UPDATE idempotency SET pending_until = now() WHERE owner = $1 AND pending_until > now()', [this.owner]),
+      'the idempotency claims of an earlier process',
+    )
+    return r.rowCount ?? 0
+  }
+
   /** The key's outcome was committed with its work (pg-commit-batch.ts): its claim needs no renewal. */
   completed(key: string): void {
     this.settle(key)

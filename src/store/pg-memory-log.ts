@@ -75,7 +75,9 @@ export class PgMemoryLog implements MemoryLog {
     try {
       const migrated = await migrate(pool)
       access = new PgAccess(pool, opts.onHealth)
-      return new PgMemoryLog(pool, access, opts, migrated)
+      const log = new PgMemoryLog(pool, access, opts, migrated)
+      await log.idempotency.releaseOwned()
+      return log
     } catch (err) {
       await pool.end().catch(() => undefined)
       throw err

@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
-import type { IdempotencyStore, IdempotencyWrite, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
+import type { IdempotencyWrite, ProjectionState, ProjectionWriterLease, SessionRepository } from '../core/stores.js'
 import type { Page, SessionQuery, SessionSummary } from '../core/wire.js'
 import { FILTER_SCAN_BUDGET, hasSessionFilter, matchesSession } from '../core/session-filter.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
@@ -96,7 +96,7 @@ function filteredList(q: SessionQuery, values: unknown[]): { text: string; value
  * again once a write succeeds.
  */
 export class PgSessionRepository implements SessionRepository {
-  readonly idempotency: IdempotencyStore
+  readonly idempotency: PgIdempotencyStore
   readonly leases: PgLeases
   /** Elects the one replica that writes the projection files (BURROW_PROJECTION=on). */
   readonly projectionWriter: ProjectionWriterLease
@@ -138,6 +138,7 @@ export class PgSessionRepository implements SessionRepository {
     try {
       const repo = new PgSessionRepository(pool, db, opts, await migrate(pool))
       await repo.leases.releaseOwned()
+      await repo.idempotency.releaseOwned()
       return repo
     } catch (err) {
       db.close()
