@@ -18,8 +18,14 @@ export interface MemoryLog {
    * a deleted session (`{ deletedSession }`, nothing written); throws `STORE_UNAVAILABLE` when
    * the database cannot take the commit.
    */
-  append(batches: readonly LogBatch[], outcomes?: readonly IdempotencyWrite[]): Promise<{ first: number[] } | { deletedSession: string }>
-  /** Where idempotent adds' outcomes are kept: `append` writes its `outcomes` there, in its transaction. */
+  append(
+    batches: readonly LogBatch[],
+    outcome?: () => IdempotencyWrite | undefined,
+  ): Promise<{ first: number[] } | { deletedSession: string }>
+  /**
+   * Where idempotent adds' outcomes are kept: `append` writes the one `outcome` gives there, in its
+   * transaction, once nothing refused the batches (not called for a refused add).
+   */
   readonly idempotency?: IdempotencyStore
   /**
    * Removes one entry of the tenant (by id), or every entry of a session and marks the session

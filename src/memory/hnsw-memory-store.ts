@@ -74,7 +74,6 @@ export class HnswMemoryStore implements MemoryStore {
     this.core.assertOpen()
     const prepared = await this.core.prepare(entries, randomUUID)
     const added = prepared.map((p) => publicEntry(p.entry))
-    const record = outcome?.(added)
     const tenants = new Set(entries.map((e) => e.tenant))
     // Loaded before the commit, so the index's state (saved file, missing, damaged) is judged
     // against LMDB as it was; everything committed below is inserted after.
@@ -104,6 +103,8 @@ export class HnswMemoryStore implements MemoryStore {
           }
           // One posting block per tenant: this call's labels of a tenant are consecutive.
           for (const [tenant, docs] of blocks) this.db.blocks.put([tenant, docs[0]!.label], encodeBlock(docs[0]!.label, docs))
+          // Sealed here, once nothing refuses the add: an outcome exists only where its entries do.
+          const record = outcome?.(added)
           if (record) this.idempotency.writeIn(record)
           return null
         }),

@@ -100,7 +100,6 @@ export class ReplicatedMemoryStore implements MemoryStore {
     this.core.assertOpen()
     const prepared = await this.core.prepare(entries, randomUUID)
     const added = prepared.map((p) => publicEntry(p.entry))
-    const record = this.log.idempotency ? outcome?.(added) : undefined
     const byTenant = new Map<string, PreparedEntry[]>()
     for (const p of prepared) {
       const list = byTenant.get(p.entry.tenant)
@@ -117,7 +116,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
         ps.map((p, i) => ({ label: i, tf: p.tf })),
       ),
     }))
-    const committed = await this.log.append(batches, record ? [record] : [])
+    const committed = await this.log.append(batches, this.log.idempotency && outcome ? () => outcome(added) : undefined)
     if ('deletedSession' in committed)
       throw new BurrowError('SESSION_NOT_FOUND', `Session ${committed.deletedSession} was deleted; its memories are not kept.`)
     // Committed: acknowledged. Nothing below may fail the call (a retry would add the entries twice).

@@ -164,6 +164,8 @@ export class Idempotency {
       value = await c.run(receipt)
     } catch (err) {
       if (err instanceof AlreadyRun) {
+        // The outcome stored over this process's claim: the claim is over.
+        this.store.completed?.(c.key)
         const rec = await this.store.get(c.key)
         if (rec) return this.replay(c, fp, rec)
       }

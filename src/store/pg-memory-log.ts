@@ -86,7 +86,7 @@ export class PgMemoryLog implements MemoryLog {
 
   append(
     batches: readonly LogBatch[],
-    outcomes: readonly IdempotencyWrite[] = [],
+    outcome?: () => IdempotencyWrite | undefined,
   ): Promise<{ first: number[] } | { deletedSession: string }> {
     const order = batches.map((_, i) => i).sort((a, b) => (batches[a]!.tenant < batches[b]!.tenant ? -1 : 1))
     return this.access.write(
@@ -129,7 +129,9 @@ export class PgMemoryLog implements MemoryLog {
               Buffer.from(b.postings),
             ])
           }
-          for (const o of outcomes) {
+          // Sealed here, once nothing refused the batches: an outcome exists only where its entries do.
+          const o = outcome?.()
+          if (o) {
             const [tenant, scope, key] = splitIdempotencyKey(o.key)
             await c.query(
               `INSERT INTO idempotency (tenant, session_id, key, created_at, record) VALUES ($1, $2, $3, $4, $5::json)
