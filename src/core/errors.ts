@@ -178,6 +178,15 @@ export function leaseLost(sessionId: string): BurrowError {
   )
 }
 
+/** `STORE_UNAVAILABLE` for work whose Idempotency-Key claim another replica took over (it stalled past the claim): nothing of it was stored. */
+export function claimLost(): BurrowError {
+  return new BurrowError(
+    'STORE_UNAVAILABLE',
+    'Another replica took this request over (this one could not renew its claim of the Idempotency-Key in time), so nothing of it was stored here; retry the request with its key for its outcome.',
+    { reason: 'idempotency_claim_lost' },
+  )
+}
+
 /** `STORE_UNAVAILABLE` for a read the store could not answer (a database that cannot be reached), keeping the cause for the logs. */
 export function storeUnreachable(err: unknown, what: string): BurrowError {
   if (err instanceof BurrowError && err.code === 'STORE_UNAVAILABLE') return err

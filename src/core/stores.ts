@@ -139,12 +139,21 @@ export interface IdempotencyWrite {
   /** The service's key: `tenant \0 session \0 key` (session `-` for calls outside a session). */
   key: string
   record: IdempotencyRecord
+  /**
+   * The claim of this process the outcome completes (`at` of the claim, with stores shared by
+   * processes): work that no session lease covers (a create, a fork, a memory add) is then written
+   * only while that claim still holds — never after another process took the key over.
+   */
+  claim?: number
 }
 
 /** What claiming an idempotency key found (stores shared by several processes). */
 export type IdempotencyClaim =
-  /** The key is this process's now: it runs the call, then `put`s the outcome (or `release`s the key). */
-  | { kind: 'claimed' }
+  /**
+   * The key is this process's now: it runs the call, then commits the outcome with the work (or
+   * `put`s it, or `release`s the key). `at` names the claim (with this process's owner name).
+   */
+  | { kind: 'claimed'; at?: number }
   /** The call ran already: its outcome. */
   | { kind: 'done'; record: IdempotencyRecord }
   /** Another process runs the call with this key now (its claim is renewed while it runs). */

@@ -39,13 +39,19 @@ export class Receipt {
     readonly fingerprint: string,
     /** Whether the outcome was already committed by someone (under the session's lease: see `Idempotency`). */
     private readonly lookUp: () => Promise<boolean>,
+    /** The claim this process holds on the key (stores shared by processes): the outcome's commit checks it. */
+    private readonly claimAt?: number,
   ) {}
 
   /** The record of `outcome`, for the commit of the work's last events. */
   seal(outcome: IdempotencyRecord['outcome']): IdempotencyWrite {
     // A copy, as the stores would read it back: the answer may share arrays the session goes on changing before the commit is written.
     const copy = JSON.parse(JSON.stringify(outcome)) as IdempotencyRecord['outcome']
-    this.sealedWith = { key: this.key, record: { fingerprint: this.fingerprint, created_at: Date.now(), outcome: copy } }
+    this.sealedWith = {
+      key: this.key,
+      record: { fingerprint: this.fingerprint, created_at: Date.now(), outcome: copy },
+      ...(this.claimAt !== undefined ? { claim: this.claimAt } : {}),
+    }
     return this.sealedWith
   }
 
@@ -137,7 +143,7 @@ export class Idempotency {
     const deadline = Date.now() + this.waitMs
     for (let pause = 20; ; pause = Math.min(pause * 2, 250)) {
       const found = await this.store.claim!(c.key, fp)
-      if (found.kind === 'claimed') return this.execute(c, fp, true)
+      if (found.kind === 'claimed') return this.execute(c, fp, true, found.at)
       if (found.kind === 'done') return this.replay(c, fp, found.record)
       if (found.fingerprint !== fp) throw conflict()
       if (Date.now() >= deadline)
@@ -157,8 +163,8 @@ export class Idempotency {
     throw new BurrowError(rec.outcome.code as BurrowError['code'], rec.outcome.message, { ...rec.outcome.data, replayed: true })
   }
 
-  private async execute<T>(c: IdempotentCall<T>, fp: string, claimed = false): Promise<T> {
-    const receipt = new Receipt(c.key, callerPart(c.key), fp, async () => (await this.store.get(c.key)) !== undefined)
+  private async execute<T>(c: IdempotentCall<T>, fp: string, claimed = false, claimAt?: number): Promise<T> {
+    const receipt = new Receipt(c.key, callerPart(c.key), fp, async () => (await this.store.get(c.key)) !== undefined, claimAt)
     let value: T
     try {
       value = await c.run(receipt)

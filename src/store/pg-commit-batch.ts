@@ -40,21 +40,32 @@ export interface BatchEntry {
 const LEASED = `(i.fence = 0 OR EXISTS (SELECT 1 FROM leases l
   WHERE l.tenant = i.tenant AND l.session_id = i.session_id AND l.token = i.fence AND l.owner = $34))`
 
+// A new session made by a call holding an idempotency claim (a create, a fork: no session lease
+// covers them) is inserted only while this replica's claim still holds ($41–$43: the key's scope,
+// caller part and the claim's time): a replica that stalled past its claim and commits after
+// another took the key over stores nothing (the other's run is the key's). The claim's row is
+// locked until the commit, so a takeover waits for it and then finds the key done.
+const CLAIMED = `(i.claim_at IS NULL OR EXISTS (SELECT 1 FROM idempotency d WHERE d.tenant = i.tenant
+  AND d.session_id = i.claim_scope AND d.key = i.claim_key AND d.owner = $34 AND d.created_at = i.claim_at
+  AND d.pending_until IS NOT NULL FOR SHARE OF d))`
+
 export const COMMIT_BATCH = `WITH i AS (
   SELECT tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence, head, prev,
-    ${orNull('config')} AS config, ${orNull('notes')} AS notes, message_count, generation, forked_from, whole, extends, jstart
+    ${orNull('config')} AS config, ${orNull('notes')} AS notes, message_count, generation, forked_from, whole, extends, jstart,
+    claim_scope, claim_key, claim_at
   FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]),
     unnest($6::text[]), json_array_elements($7::json), unnest($8::integer[]), unnest($9::bigint[]), unnest($10::boolean[]),
     unnest($11::bigint[]), json_array_elements($12::json), unnest($13::bigint[]), json_array_elements($14::json),
     json_array_elements($15::json), unnest($16::integer[]), unnest($17::integer[]), json_array_elements($18::json),
-    unnest($19::boolean[]), unnest($20::integer[]), unnest($21::integer[]))
+    unnest($19::boolean[]), unnest($20::integer[]), unnest($21::integer[]), unnest($41::text[]), unnest($42::text[]),
+    unnest($43::bigint[]))
   AS r(tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence, head, prev,
-    config, notes, message_count, generation, forked_from, whole, extends, jstart)),
+    config, notes, message_count, generation, forked_from, whole, extends, jstart, claim_scope, claim_key, claim_at)),
 ins AS (
   INSERT INTO sessions (tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
     head, config, notes, messages_from, message_count, generation, forked_from)
   SELECT tenant, session_id, status, created_at, updated_at, model, metadata, turn_count, last_seq, running, fence,
-    head, config, notes, 1, message_count, generation, forked_from FROM i WHERE prev = 0 AND ${LEASED}
+    head, config, notes, 1, message_count, generation, forked_from FROM i WHERE prev = 0 AND ${LEASED} AND ${CLAIMED}
   ON CONFLICT DO NOTHING RETURNING tenant, session_id),
 upd AS (
   UPDATE sessions AS s SET status = i.status, created_at = i.created_at, updated_at = i.updated_at, model = i.model,
@@ -111,6 +122,7 @@ export function commitBatchValues(entries: readonly BatchEntry[], owner: string)
   const cols: unknown[][] = Array.from({ length: 33 }, () => [])
   const col = (k: number) => cols[k - 1]!
   const out: Array<Array<string | number>> = Array.from({ length: OUTCOME_COLUMNS }, () => [])
+  const claims: Array<Array<string | number | null>> = [[], [], []]
   for (const { events, snapshot: s, fence, journalStart, outcomes } of entries) {
     const tenant = s.config.tenant
     const sid = s.session_id
@@ -163,11 +175,15 @@ export function commitBatchValues(entries: readonly BatchEntry[], owner: string)
       const [tenant, scope, key] = splitIdempotencyKey(o.key)
       for (const [k, v] of [tenant, scope, key, o.record.created_at, JSON.stringify(o.record), sid].entries()) out[k]!.push(v)
     }
+    const claimed = firstCommit ? outcomes.find((o) => o.claim !== undefined) : undefined
+    const [, scope, key] = claimed ? splitIdempotencyKey(claimed.key) : [null, null, null]
+    for (const [k, v] of [scope, key, claimed?.claim ?? null].entries()) claims[k]!.push(v)
   }
   return [
     ...cols.map((c, k) => (JSON_COLUMNS.includes(k + 1) ? jsonArray(c as Array<string | null>) : c)),
     owner,
     ...out.map((c, k) => (k === 4 ? jsonArray(c as string[]) : c)),
+    ...claims,
   ]
 }
 

@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { BurrowError, leaseLost, storeUnavailable } from '../core/errors.js'
+import { BurrowError, claimLost, leaseLost, storeUnavailable } from '../core/errors.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { WriteHealth } from '../core/write-health.js'
@@ -161,6 +161,8 @@ export class PgCommitWriter {
     await Promise.all(
       entries.map(async ({ q }) => {
         if (written.has(q.sid)) return this.succeeded(q)
+        // A new session under an idempotency claim: not inserted, because the claim was taken over (pg-commit-batch.ts).
+        if (q.events[0]!.seq === 1 && q.outcomes.some((o) => o.claim !== undefined)) return this.failed(q, claimLost())
         this.failed(q, await this.refusal(q.tenant, q.sid, q.events[0]!.seq, q.fence))
       }),
     )

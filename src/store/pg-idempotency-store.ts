@@ -54,7 +54,7 @@ export class PgIdempotencyStore implements IdempotencyStore {
       this.claimed.add(key)
       this.renewal ??= setInterval(() => this.renew(), Math.max(100, Math.floor(this.claimMs / 3)))
       this.renewal.unref()
-      return { kind: 'claimed' }
+      return { kind: 'claimed', at: now }
     }
     const record = row.record as IdempotencyRecord | null
     if (!record) return { kind: 'running', fingerprint } // claimed meanwhile by another: asked again

@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import type { LogBatch, LoggedEntry, MemoryLog, TenantChanges, TenantHead } from '../core/memory-log.js'
 import type { MemoryEntry } from '../core/memory-store.js'
+import { claimLost } from '../core/errors.js'
 import type { IdempotencyWrite } from '../core/stores.js'
 import { splitIdempotencyKey } from './idempotency-key.js'
 import { PgAccess } from './pg-access.js'
@@ -133,6 +134,15 @@ export class PgMemoryLog implements MemoryLog {
           const o = outcome?.()
           if (o) {
             const [tenant, scope, key] = splitIdempotencyKey(o.key)
+            // Under this replica's claim, still held (the row locked till the commit): else another replica took the add over.
+            if (o.claim !== undefined) {
+              const held = await c.query(
+                `SELECT 1 FROM idempotency WHERE tenant = $1 AND session_id = $2 AND key = $3 AND owner = $4 AND created_at = $5
+                   AND pending_until IS NOT NULL FOR UPDATE`,
+                [tenant, scope, key, this.opts.replicaId, o.claim],
+              )
+              if (held.rows.length === 0) throw claimLost()
+            }
             await c.query(
               `INSERT INTO idempotency (tenant, session_id, key, created_at, record) VALUES ($1, $2, $3, $4, $5::json)
                ON CONFLICT (tenant, session_id, key) DO UPDATE SET created_at = excluded.created_at, record = excluded.record,

@@ -14,6 +14,8 @@ export interface CommitHandle {
   crashed?: () => Promise<SessionRepository>
   /** Another process sharing the store, with claims of its own (stores with claims). */
   peer?: () => Promise<SessionRepository>
+  /** How long a claim holds unless renewed (stores with claims). */
+  claimMs?: number
   cleanup: () => Promise<void>
 }
 
@@ -69,12 +71,41 @@ export function idempotencyCommitContract(t: Test, factory: () => Promise<Commit
     if (!claim || !h.peer) return t.pass('this repository is not shared by processes')
     const log = new SessionLog(sessionId(3))
     const w = outcome(log.id, 'claimed', { session_id: log.id })
-    t.same(await claim.call(h.repo.idempotency, w.key, w.record.fingerprint), { kind: 'claimed' })
+    t.match(await claim.call(h.repo.idempotency, w.key, w.record.fingerprint), { kind: 'claimed' })
     const peer = await h.peer()
     t.same(await peer.idempotency.claim!(w.key, w.record.fingerprint), { kind: 'running', fingerprint: w.record.fingerprint })
     const created = log.create()
     await h.repo.commit(created.events, created.record, 0, [w])
     h.repo.idempotency.completed?.(w.key)
     t.same(await peer.idempotency.claim!(w.key, w.record.fingerprint), { kind: 'done', record: w.record })
+  })
+
+  t.test('a new session committed under a claim another process took over is not stored', async (t) => {
+    const h = await factory()
+    t.teardown(h.cleanup)
+    const claim = h.repo.idempotency.claim
+    if (!claim || !h.peer || !h.claimMs) return t.pass('this repository is not shared by processes')
+    const log = new SessionLog(sessionId(4))
+    const key = idempotencyKey('tenant-a', null, 'stalled')
+    const mine = await claim.call(h.repo.idempotency, key, 'fp-stalled')
+    if (mine.kind !== 'claimed' || mine.at === undefined) return t.fail(`claimed with its time: ${JSON.stringify(mine)}`)
+    // This process stalls: its claim is no longer renewed, expires, and another process takes the key over.
+    h.repo.idempotency.completed?.(key)
+    await new Promise((r) => setTimeout(r, h.claimMs! + 300))
+    const peer = await h.peer()
+    t.match(await peer.idempotency.claim!(key, 'fp-stalled'), { kind: 'claimed' }, 'taken over')
+    const created = log.create()
+    const w: IdempotencyWrite = {
+      key,
+      record: { fingerprint: 'fp-stalled', created_at: Date.now(), outcome: { ok: true, value: { session_id: log.id } } },
+      claim: mine.at,
+    }
+    const refused = await Promise.resolve(h.repo.commit(created.events, created.record, 0, [w])).then(
+      () => null,
+      (err: unknown) => err,
+    )
+    t.match(refused, { code: 'STORE_UNAVAILABLE', data: { reason: 'idempotency_claim_lost' } }, 'refused: the claim was lost')
+    t.equal(await h.repo.sessions.get(log.id), undefined, 'the session was not stored')
+    t.match(await peer.idempotency.claim!(key, 'fp-stalled'), { kind: 'running' }, "the key is the other process's still")
   })
 }

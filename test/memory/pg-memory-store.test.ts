@@ -9,6 +9,7 @@ import { HashedEmbedder } from '../../src/memory/hashed-embedder.js'
 import { withoutLabels } from '../../src/memory/posting-blocks.js'
 import { ReplicatedMemoryStore } from '../../src/memory/replicated-memory-store.js'
 import { PgMemoryLog } from '../../src/store/pg-memory-log.js'
+import { idempotencyKey } from '../../src/session/idempotency.js'
 import { entry, memoryStoreContract, type MemoryFactory } from '../contract/memory-store.contract.js'
 import { tempDatabase } from '../helpers/pg.js'
 
@@ -92,4 +93,28 @@ t.test('two local copies on one database, adding at once, converge on the same r
   }
   t.equal(await a.count('acme'), await c.count('acme'))
   t.pass(`converged in ${Date.now() - t0} ms`)
+})
+
+t.test('an idempotent add under a claim another replica took over stores nothing', async (t) => {
+  const db = await tempDatabase(t, 'memclaim')
+  const [a, b] = await Promise.all(
+    ['a', 'b'].map((r) => PgMemoryLog.open({ url: db.url, poolSize: 2, replicaId: `claim-${r}`, withoutLabels, claimMs: 1000 })),
+  )
+  t.teardown(() => Promise.all([a!.close(), b!.close()]))
+  const key = idempotencyKey('acme', null, 'stalled-add')
+  const mine = await a!.idempotency.claim(key, 'fp')
+  if (mine.kind !== 'claimed') return t.fail('claimed')
+  // Replica a stalls: its claim is no longer renewed, expires, and b takes the add over.
+  a!.idempotency.completed(key)
+  await new Promise((r) => setTimeout(r, 1300))
+  t.match(await b!.idempotency.claim(key, 'fp'), { kind: 'claimed' }, 'taken over')
+  const e = { id: '01900000-0000-7000-8000-00000000c1a1', tenant: 'acme', content: 'late', session_id: null, turn: null, seq: null }
+  const batch = { tenant: 'acme', entries: [{ entry: { ...e, created_at: new Date().toISOString() }, len: 1 }], postings: new Uint8Array() }
+  const record = { fingerprint: 'fp', created_at: Date.now(), outcome: { ok: true as const, value: { ids: [e.id] } } }
+  await t.rejects(
+    a!.append([batch], () => ({ key, record, claim: mine.at })),
+    { code: 'STORE_UNAVAILABLE', data: { reason: 'idempotency_claim_lost' } },
+  )
+  t.equal((await b!.heads(['acme'])).get('acme')?.next ?? 0, 0, 'no entry was stored')
+  t.match(await b!.idempotency.claim(key, 'fp'), { kind: 'running' }, "the key is b's still")
 })

@@ -113,6 +113,7 @@ t.test('outcomes committed with the work (PostgreSQL)', async (t) =>
         repos.push(await open())
         return repos.at(-1)!
       },
+      claimMs: 1000,
       cleanup: async () => {
         await Promise.all(repos.map((r) => r.close().catch(() => undefined)))
         await db.drop()
