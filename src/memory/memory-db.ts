@@ -118,6 +118,7 @@ export function openMemoryDb(dataDir: string, durability: 'fsync' | 'relaxed' = 
     stats: root.openDB({ name: 'stats' }),
     tombstones: root.openDB({ name: 'tombstones' }),
     deletedSessions: root.openDB({ name: 'deleted_sessions' }),
-    idempotency: root.openDB({ name: 'idempotency' }),
+    // JSON (as the session store's): msgpack would turn a lone surrogate in an outcome into U+FFFD.
+    idempotency: root.openDB({ name: 'idempotency', encoding: 'json' }),
   }
 }

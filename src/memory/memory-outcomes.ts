@@ -1,4 +1,5 @@
 import type { Database } from 'lmdb'
+import { idempotencyKeyParts } from '../core/idempotency-keys.js'
 import type { IdempotencyRecord, IdempotencyStore, IdempotencyWrite } from '../core/stores.js'
 import type { WriteHealth } from '../core/write-health.js'
 
@@ -73,8 +74,6 @@ export class MemoryAddOutcomes implements IdempotencyStore {
 
 /** `tenant \0 scope \0 key` as a row key. */
 function rowKey(key: string): RowKey {
-  const a = key.indexOf('\u0000')
-  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
-  if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  return [key.slice(0, a), key.slice(a + 1, b), JSON.stringify(key.slice(b + 1))]
+  const [tenant, scope, caller] = idempotencyKeyParts(key)
+  return [tenant, scope, JSON.stringify(caller)]
 }

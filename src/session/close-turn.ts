@@ -1,6 +1,7 @@
 import { BurrowError, type ErrorCode } from '../core/errors.js'
 import type { SessionRecord } from '../core/session-record.js'
-import { failedOutcome, idempotencyKey, type Receipt } from './idempotency.js'
+import { idempotencyKey } from '../core/idempotency-keys.js'
+import { failedOutcome, type Receipt } from './idempotency.js'
 import type { LiveSession, PendingEvent } from './live-session.js'
 import { INPUT_REJECTED } from './session-reducer.js'
 import { turnUsage } from './turn-output.js'

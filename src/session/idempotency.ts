@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto'
 import { BurrowError } from '../core/errors.js'
+import { idempotencyKey, idempotencyKeyParts } from '../core/idempotency-keys.js'
 import type { CallContext } from '../core/session-service.js'
 import type { IdempotencyRecord, IdempotencyStore, IdempotencyWrite } from '../core/stores.js'
+
+export { idempotencyKey }
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
 /** How long a retry waits for its key's first attempt running on another replica before SESSION_BUSY (docs/api.md). */
@@ -231,14 +234,7 @@ export function idempotentRunner(idem: Idempotency): IdempotentRunner {
   }
 }
 
-/** Keys are scoped by tenant and session, so clients cannot collide across either. */
-export function idempotencyKey(tenant: string, sessionId: string | null, key: string): string {
-  return `${tenant}\u0000${sessionId ?? '-'}\u0000${key}`
-}
-
-/** The caller's part of a key {@link idempotencyKey} made (after its second NUL). */
+/** The caller's part of a service key; a bare key (as tests give) is its own. */
 function callerPart(key: string): string {
-  const a = key.indexOf('\u0000')
-  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
-  return b < 0 ? key : key.slice(b + 1)
+  return key.includes('\u0000') ? idempotencyKeyParts(key)[2] : key
 }

@@ -1,3 +1,5 @@
+import { idempotencyKeyParts } from '../core/idempotency-keys.js'
+
 /**
  * The caller's part of an idempotency key as the stores that keep records hold it. A header value
  * is latin-1 text without control characters, but a JSON-RPC `idempotency_key` is any string, and
@@ -28,8 +30,6 @@ export function storedIdempotencyKey(key: string): string {
  * one) and the caller's key in its stored form — text columns cannot hold the NUL separator.
  */
 export function splitIdempotencyKey(key: string): [string, string, string] {
-  const a = key.indexOf('\u0000')
-  const b = a < 0 ? -1 : key.indexOf('\u0000', a + 1)
-  if (b < 0) throw new Error('an idempotency key is tenant \\0 session \\0 key')
-  return [key.slice(0, a), key.slice(a + 1, b), storedCallerKey(key.slice(b + 1))]
+  const [tenant, scope, caller] = idempotencyKeyParts(key)
+  return [tenant, scope, storedCallerKey(caller)]
 }

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { Api, sleep, type ApiResponse } from '../helpers/harness.js'
 import { spawnServer, type ChildServer } from '../helpers/child-server.js'
 import { tempDatabase } from '../helpers/pg.js'
+import { sameAnswer } from '../helpers/answers.js'
 
 const ITERATIONS = Number(process.env.IDEMPOTENCY_CRASH_ITERATIONS ?? 6)
 const SESSIONS = 6
@@ -191,7 +192,7 @@ async function crashRun(t: Test, envs: Array<Record<string, string>>, iterations
     const done = answers.filter((r) => r.status < 300 || typeof r.body?.data?.turn === 'number')
     for (const r of done.slice(1)) {
       t.equal(r.status, done[0]!.status, `${a.sent.key}: a retry answers the first status`)
-      t.same(withoutRequestId(r.body), withoutRequestId(done[0]!.body), `${a.sent.key}: a retry answers the first body`)
+      t.same(sameAnswer(r.body), sameAnswer(done[0]!.body), `${a.sent.key}: a retry answers the first body`)
     }
     // A turn's answer names the run its key is on in the log.
     const run = runs.get(a.sent.key)?.[0]
@@ -244,15 +245,4 @@ async function listAll(api: Api, path: string): Promise<any[]> {
     cursor = page.next_cursor
     if (!cursor) return out
   }
-}
-
-/** An answer without what differs between answers of one outcome: the request id, and a replayed failure's mark. */
-function withoutRequestId(body: any): any {
-  if (!body || typeof body !== 'object') return body
-  const { request_id: _r, ...rest } = body
-  if (rest.data) {
-    const { replayed: _p, ...data } = rest.data
-    rest.data = data
-  }
-  return rest
 }

@@ -12,6 +12,7 @@ import { Api, eventually } from '../helpers/harness.js'
 import { spawnServer, type ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { tempDatabase } from '../helpers/pg.js'
+import { sameAnswer } from '../helpers/answers.js'
 
 const TOOLS = [{ name: 'lookup', input_schema: { type: 'object' } }]
 
@@ -65,7 +66,7 @@ async function retries(t: Test, store: Record<string, string>): Promise<void> {
   await restart()
   const pausedAgain = await api.post(turns, { input: 'look it up' }, key('pause'))
   t.equal(pausedAgain.status, 200, 'not SESSION_BUSY')
-  t.same(withoutRequestId(pausedAgain.body), withoutRequestId(paused.body), 'the same pause, the same tool calls')
+  t.same(sameAnswer(pausedAgain.body), sameAnswer(paused.body), 'the same pause, the same tool calls')
 
   // 3. tool_results that completed the turn: the retry gets the completion, not "no turn is waiting".
   fake.enqueue({ text: 'found it' })
@@ -75,14 +76,14 @@ async function retries(t: Test, store: Record<string, string>): Promise<void> {
   await restart()
   const doneAgain = await api.post(turns, body, key('results'))
   t.equal(doneAgain.status, 200)
-  t.same(withoutRequestId(doneAgain.body), withoutRequestId(done.body), 'the same completion')
+  t.same(sameAnswer(doneAgain.body), sameAnswer(done.body), 'the same completion')
 
   // One run per key in the log.
   const log = (await api.get(`/v1/sessions/${id}/event-log?after=0&limit=500`)).body.events
   const keys = log.filter((e: any) => e.type === 'turn_started').map((e: any) => e.data.idempotency?.key)
   t.same(keys, ['cut', 'pause', 'results'], 'each key ran once')
   const before = fake.requests.length
-  t.same(withoutRequestId((await api.post(turns, body, key('results'))).body), withoutRequestId(done.body))
+  t.same(sameAnswer((await api.post(turns, body, key('results'))).body), sameAnswer(done.body))
   t.equal(fake.requests.length, before, 'a retry calls no model')
 }
 
@@ -91,9 +92,4 @@ async function kill(server: ChildServer): Promise<void> {
   const exit = once(server.child, 'exit')
   server.child.kill('SIGKILL')
   await exit
-}
-
-function withoutRequestId(body: any): any {
-  const { request_id: _r, ...rest } = body ?? {}
-  return rest
 }

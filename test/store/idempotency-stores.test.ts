@@ -12,6 +12,10 @@ import { idempotencyCommitContract, type CommitHandle } from '../contract/idempo
 import { MemorySessionRepository } from '../../src/store/memory-session-repository.js'
 import { NullSessionRepository } from '../../src/store/null-session-repository.js'
 import { cp } from 'node:fs/promises'
+import { idempotencyKey } from '../../src/core/idempotency-keys.js'
+import { MemoryAddOutcomes } from '../../src/memory/memory-outcomes.js'
+import { memoryProbe, openMemoryDb } from '../../src/memory/memory-db.js'
+import { WriteHealth } from '../../src/core/write-health.js'
 import { tempDatabase } from '../helpers/pg.js'
 
 const memory: IdempotencyStoreFactory = async ({ ttlMs }) => ({ store: new MemoryIdempotencyStore(ttlMs), cleanup: async () => {} })
@@ -30,6 +34,28 @@ const lmdb: IdempotencyStoreFactory = async ({ ttlMs }) => {
     },
     cleanup: async () => {
       await repo.close().catch(() => undefined)
+      await rm(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+// The outcomes of memory adds, kept in the memory store's own LMDB environment.
+const memoryOutcomes: IdempotencyStoreFactory = async ({ ttlMs }) => {
+  const dir = await mkdtemp(join(tmpdir(), 'burrow-idem-mem-'))
+  let db = openMemoryDb(dir, 'relaxed')
+  const open = () => new MemoryAddOutcomes(db.idempotency, ttlMs, new WriteHealth(memoryProbe(db)))
+  let store = open()
+  return {
+    store,
+    sweep: () => store.sweep(),
+    reopen: async () => {
+      await db.root.close()
+      db = openMemoryDb(dir, 'relaxed')
+      store = open()
+      return store
+    },
+    cleanup: async () => {
+      await db.root.close().catch(() => undefined)
       await rm(dir, { recursive: true, force: true })
     },
   }
@@ -65,6 +91,7 @@ const postgres: IdempotencyStoreFactory = async ({ ttlMs, claimMs }) => {
 
 t.test('idempotency store contract (in-memory)', async (t) => idempotencyStoreContract(t, memory, { shared: false }))
 t.test('idempotency store contract (LMDB)', async (t) => idempotencyStoreContract(t, lmdb, { shared: false }))
+t.test('idempotency store contract (memory adds, LMDB)', async (t) => idempotencyStoreContract(t, memoryOutcomes, { shared: false }))
 t.test('idempotency store contract (PostgreSQL)', async (t) => idempotencyStoreContract(t, postgres, { shared: true }))
 
 // Outcomes committed with the work, per repository.
@@ -74,7 +101,7 @@ t.test('outcomes committed with the work (in-memory)', async (t) =>
   idempotencyCommitContract(t, async () => ({ repo: new MemorySessionRepository(DAY), cleanup: async () => {} })),
 )
 t.test('outcomes committed with the work (ephemeral)', async (t) =>
-  idempotencyCommitContract(t, async () => ({ repo: new NullSessionRepository(DAY), cleanup: async () => {} })),
+  idempotencyCommitContract(t, async () => ({ repo: new NullSessionRepository(DAY), keepsNoLog: true, cleanup: async () => {} })),
 )
 t.test('outcomes committed with the work (LMDB)', async (t) =>
   idempotencyCommitContract(t, async (): Promise<CommitHandle> => {
@@ -121,3 +148,20 @@ t.test('outcomes committed with the work (PostgreSQL)', async (t) =>
     }
   }),
 )
+
+t.test("a replica restarted under its id expires its predecessor's claims at once (PostgreSQL)", async (t) => {
+  const db = await tempDatabase(t, 'idemrestart')
+  const open = (replicaId: string) =>
+    PgSessionRepository.open({ url: db.url, poolSize: 2, replicaId, idempotencyTtlMs: DAY, leaseMs: 60_000 })
+  const key = idempotencyKey('acme', null, 'restarted')
+  const dead = await open('same')
+  t.teardown(() => dead.close())
+  t.match(await dead.idempotency.claim(key, 'fp'), { kind: 'claimed' })
+  dead.idempotency.close() // it dies: its claims are no longer renewed (a minute's claim would hold on)
+  const other = await open('other')
+  t.teardown(() => other.close())
+  t.match(await other.idempotency.claim(key, 'fp'), { kind: 'running' }, 'held while nobody knows its replica died')
+  const restarted = await open('same')
+  t.teardown(() => restarted.close())
+  t.match(await other.idempotency.claim(key, 'fp'), { kind: 'claimed' }, 'free once its replica came back under its id')
+})
