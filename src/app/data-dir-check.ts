@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { Logger } from '../core/logger.js'
 import { lmdbDamage } from '../store/lmdb-errors.js'
 import { checkLmdbFile } from '../store/lmdb-preflight.js'
+import { memoryStoreValues, sessionStoreValues } from '../store/lmdb-value-checks.js'
 import type { Config } from './config.js'
 import { StartupError } from './startup-error.js'
 
@@ -140,7 +141,7 @@ function damaged(what: LmdbStore, envDir: string, problem: string, cause?: unkno
 /** Checks one LMDB environment directory; true when it has no data yet. */
 async function checkLmdbEnv(what: LmdbStore, envDir: string, logger: Logger): Promise<boolean> {
   const data = join(envDir, 'data.mdb')
-  const found = await checkLmdbFile(data)
+  const found = await checkLmdbFile(data, what === 'session store' ? sessionStoreValues() : memoryStoreValues())
   if (found.state === 'damaged') throw damaged(what, envDir, found.problem)
   if (found.state === 'unreadable') throw inaccessible(what, data, found.code)
   if (found.state === 'ok' && found.note) logger.warn({ file: data, txnid: String(found.txnid) }, `${what} file ${data}: ${found.note}`)

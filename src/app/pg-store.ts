@@ -4,6 +4,7 @@ import type { Logger } from '../core/logger.js'
 import type { Embedder, MemoryStore } from '../core/memory-store.js'
 import { IDEMPOTENCY_TTL_MS } from '../session/idempotency.js'
 import { checkLmdbFile } from '../store/lmdb-preflight.js'
+import { memoryStoreValues } from '../store/lmdb-value-checks.js'
 import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import type { Config } from './config.js'
 import { optional } from './optional-dependency.js'
@@ -112,7 +113,7 @@ export async function openPgMemoryStore(config: Config, embedder: Embedder, logg
     // LMDB trusts its file (a damaged one ends in SIGBUS, not an error): checked first, and a damaged
     // copy is thrown away — it is a cache of the database, made again from it.
     const data = join(dataDir, 'memory', 'lmdb', 'data.mdb')
-    const found = await checkLmdbFile(data)
+    const found = await checkLmdbFile(data, memoryStoreValues())
     if (found.state === 'unreadable') throw new Error(`${data} cannot be read (${found.code})`)
     if (found.state === 'damaged') {
       logger.warn({ file: data, problem: found.problem }, 'the local copy of memory is damaged: it is made again from the database')

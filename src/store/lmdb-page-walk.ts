@@ -1,60 +1,30 @@
 import { readSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-
-// Page and node layout of the LMDB that lmdb-js 3.x builds (liblmdb/mdb.c in its dependencies,
-// 64-bit): a 24-byte page header (pgno u64, txnid u64, pad u16, flags u16, lower u16, upper u16 —
-// an overflow page keeps its page count, u32, where lower and upper are), then the u16 node offsets,
-// counted from the end of the header (PAGEBASE = PAGEHDRSZ), so a page holds lower / 2 nodes and its
-// nodes lie between upper and the page's end. A node: u16 lo, hi, flags, key size, then the key and
-// the data. A branch node's child page is lo | hi << 16 | flags << 32; a leaf node's data size is
-// lo | hi << 16. A leaf node with F_BIGDATA holds an MDB_ovpage (pgno, txnid, page count) for its
-// overflow pages; one with F_SUBDATA an MDB_db record (a named database, or with F_DUPDATA a dupsort
-// value's own tree); one with F_DUPDATA alone a sub-page (a small leaf page) of duplicate values.
-const HEADER = 24
-const P_BRANCH = 0x01
-const P_LEAF = 0x02
-const P_OVERFLOW = 0x04
-const P_LEAF2 = 0x20
-const P_SUBP = 0x40
-const F_BIGDATA = 0x01
-const F_SUBDATA = 0x02
-const F_DUPDATA = 0x04
-const MDB_DUPSORT = 0x04
-const MDB_DUPFIXED = 0x10
-const NODE = 8
-const OVPAGE = 24
-/** sizeof(MDB_db) */
-export const DB_RECORD = 48
-const P_INVALID = 0xffff_ffff_ffff_ffffn
-const MAX_DEPTH = 32 // CURSOR_STACK: LMDB cannot walk a deeper tree
-/** md_flags bits mdb_dbi_open accepts (VALID_FLAGS without MDB_CREATE, which is not stored). */
-const DB_FLAGS = 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40 | 0x100
-
-/** An MDB_db record: a tree's root and LMDB's own count of its pages and entries. */
-export interface DbRecord {
-  /** md_pad: for a DUPFIXED value tree, the size of its values. */
-  pad: number
-  flags: number
-  depth: number
-  branchPages: bigint
-  leafPages: bigint
-  overflowPages: bigint
-  entries: bigint
-  root: bigint
-}
-
-export function readDbRecord(buf: Buffer, at: number): DbRecord {
-  return {
-    pad: buf.readUInt32LE(at),
-    flags: buf.readUInt16LE(at + 4),
-    depth: buf.readUInt16LE(at + 6),
-    branchPages: buf.readBigUInt64LE(at + 8),
-    leafPages: buf.readBigUInt64LE(at + 16),
-    overflowPages: buf.readBigUInt64LE(at + 24),
-    entries: buf.readBigUInt64LE(at + 32),
-    root: buf.readBigUInt64LE(at + 40),
-  }
-}
+import {
+  DB_FLAGS,
+  DB_RECORD,
+  F_BIGDATA,
+  F_DUPDATA,
+  F_SUBDATA,
+  HEADER,
+  MAX_DEPTH,
+  MDB_DUPFIXED,
+  MDB_DUPSORT,
+  MDB_INTEGERKEY,
+  MDB_REVERSEKEY,
+  NODE,
+  OVPAGE,
+  P_BRANCH,
+  P_INVALID,
+  P_LEAF,
+  P_LEAF2,
+  P_OVERFLOW,
+  P_SUBP,
+  nodeAt,
+  pageBounds,
+  readDbRecord,
+  type DbRecord,
+} from './lmdb-format.js'
 
 /** One of the meta page's two trees: its record, which it is, and its name for the message. */
 export interface TreeRoot {
@@ -78,10 +48,31 @@ type Kind = 'free' | 'main' | 'named' | 'dups'
 
 interface Tree {
   name: string
+  /** A named database's name (its key in the main tree); '' for the others. */
+  key: string
   kind: Kind
   db: DbRecord
   counted: { branch: bigint; leaf: bigint; overflow: bigint; entries: bigint }
+  /** The check of its values, if any. */
+  check?: ((value: Buffer) => string | null) | undefined
+  /** Shown each inline entry, if set. */
+  saw?: ((db: string, key: Buffer, value: Buffer) => void) | undefined
 }
+
+/**
+ * What the walk checks of the values of named databases, besides their sizes. The database named
+ * `first` is walked before the others, and `saw` is shown its entries (a store's schema version, say,
+ * which decides how its values are encoded); `of` is then asked, as the walk comes to each named
+ * database, for the check of its values: a problem with a value's bytes as a phrase ("is not JSON
+ * text"), or null; undefined for a database whose values are not checked.
+ */
+export interface ValueChecks {
+  first?: string
+  saw?(db: string, key: Buffer, value: Buffer): void
+  of(db: string): ((value: Buffer) => string | null) | undefined
+}
+
+const UNCHECKED: ValueChecks = { of: () => undefined }
 
 /** What a walk found: the first problem, or none, and how much of the file it read. */
 export interface WalkResult {
@@ -102,8 +93,11 @@ export interface WalkResult {
  * number, its kind, a transaction no later than the snapshot's); its free-space bounds, node offsets,
  * key and data sizes stay inside the page; an overflow run lies in the file and holds its value; a
  * named database's record is sane; each tree has the depth, page counts and entry count its record
- * says (so a page number changed into another real page is found too). A value's bytes are not
- * checked: LMDB keeps no checksum of them, and a damaged value shows when it is read.
+ * says (so a page number changed into another real page is found too); the keys of the main tree and
+ * of every named database with LMDB's default order are in order, in their page and between the keys
+ * of the branch pages above it (damage to a key that keeps the order is not found: LMDB keeps no
+ * checksum). A value's bytes are checked only where `values` names a check for its database (the
+ * overflow pages of those values are then read whole, and count against the budget).
  *
  * Reads every branch and leaf page once (synchronously: at start-up nothing else waits, and it is
  * several times faster than a read per page through the thread pool), the first page of every
@@ -111,19 +105,28 @@ export interface WalkResult {
  * free-page and main trees are always walked): the named databases are walked smallest first, and
  * one that no longer fits is checked at its root page only (listed in `rootOnly`).
  */
-export function findBrokenPage(fh: FileHandle, snap: Snapshot, roots: TreeRoot[], budget = Infinity): WalkResult {
+export function findBrokenPage(
+  fh: FileHandle,
+  snap: Snapshot,
+  roots: TreeRoot[],
+  budget = Infinity,
+  values: ValueChecks = UNCHECKED,
+): WalkResult {
   const walk = new PageWalk(fh, snap)
   const named: Tree[] = []
   const rootOnly: string[] = []
   const done = (problem: string | null): WalkResult => ({ problem, reads: walk.reads, rootOnly })
   for (const r of roots) {
-    const problem = walk.tree({ ...r, counted: zero() }, named)
+    const problem = walk.tree({ ...r, key: '', counted: zero() }, named)
     if (problem) return done(problem)
   }
-  // What walking a tree reads, as its record counts it: its tree pages and at most one first page per overflow page.
-  const size = (t: Tree) => t.db.branchPages + t.db.leafPages + (t.db.entries < t.db.overflowPages ? t.db.entries : t.db.overflowPages)
-  named.sort((a, b) => (size(a) < size(b) ? -1 : size(a) > size(b) ? 1 : 0))
+  // What walking a tree reads, as its record counts it: its tree pages, and its overflow pages
+  // (read whole where its values are checked; at most one first page per overflow page otherwise).
+  const size = (t: Tree) => t.db.branchPages + t.db.leafPages + t.db.overflowPages
+  named.sort((a, b) => (a.key === values.first ? -1 : b.key === values.first ? 1 : size(a) < size(b) ? -1 : size(a) > size(b) ? 1 : 0))
   for (const t of named) {
+    t.check = values.of(t.key)
+    if (t.key === values.first) t.saw = values.saw
     const whole = BigInt(walk.reads) + size(t) <= BigInt(Math.min(budget, Number.MAX_SAFE_INTEGER))
     if (!whole) rootOnly.push(t.name)
     const problem = walk.tree(t, named, !whole)
@@ -168,9 +171,14 @@ class PageWalk {
     }
     if (db.depth < 1 || db.depth > MAX_DEPTH) return `its ${name} has a depth of ${db.depth}`
     const subtrees: Tree[] = []
-    const stack: Array<{ pgno: bigint; depth: number }> = [{ pgno: db.root, depth: 1 }]
+    // LMDB's default order (bytewise) is the one lmdb-js keeps for keys; integer and reversed keys are not checked.
+    const ordered = (tree.kind === 'main' || tree.kind === 'named') && (db.flags & (MDB_REVERSEKEY | MDB_INTEGERKEY)) === 0
+    // Each page with the keys its parent's separators bound it by: lo <= key < hi.
+    const stack: Array<{ pgno: bigint; depth: number; lo: Buffer | null; hi: Buffer | null }> = [
+      { pgno: db.root, depth: 1, lo: null, hi: null },
+    ]
     while (stack.length > 0) {
-      const { pgno, depth } = stack.pop()!
+      const { pgno, depth, lo, hi } = stack.pop()!
       const where = `page ${pgno} of its ${name}`
       const bad = this.pageNumber(pgno, 1n, `its ${name} references page ${pgno}`)
       if (bad) return bad
@@ -200,18 +208,29 @@ class PageWalk {
       }
       // LMDB asserts (and aborts the process) on a branch page with fewer than two children, except in the free-page tree.
       if (count < (leaf ? 1 : tree.kind === 'free' ? 1 : 2)) return `${where} holds ${count} nodes`
+      const children: Array<{ pgno: bigint; depth: number; lo: Buffer | null; hi: Buffer | null }> = []
+      let previous: Buffer | null = null
       for (let i = 0; i < count; i++) {
-        const node = this.nodeAt(page, i, page.length)
+        const node = nodeAt(page, i, page.length)
         if (typeof node === 'string') return `${where} ${node}`
         const { at, flags: nodeFlags, ksize, lohi } = node
+        // A branch page's first key is not used: its child holds the keys below the second.
+        const key = ordered && (leaf || i > 0) ? page.subarray(at + NODE, at + NODE + ksize) : null
+        if (key) {
+          if ((lo && key.compare(lo) < 0) || (hi && key.compare(hi) >= 0)) return `${where} has key ${i} outside its branch's range`
+          if (previous && key.compare(previous) <= 0) return `${where} has key ${i} out of order`
+          previous = key
+        }
         if (!leaf) {
-          stack.push({ pgno: lohi | (BigInt(nodeFlags) << 32n), depth: depth + 1 })
+          if (i > 0) children[i - 1]!.hi = key && Buffer.from(key)
+          children.push({ pgno: lohi | (BigInt(nodeFlags) << 32n), depth: depth + 1, lo: i === 0 ? lo : key && Buffer.from(key), hi })
           continue
         }
         const data = at + NODE + ksize
         const found = this.leafNode(tree, page, data, nodeFlags, Number(lohi), tree.kind === 'main' ? named : subtrees, at)
         if (found) return `${where} ${found}`
       }
+      stack.push(...children)
     }
     const c = tree.counted
     const dupsort = (db.flags & MDB_DUPSORT) !== 0 || tree.kind === 'dups'
@@ -247,28 +266,7 @@ class PageWalk {
     if (page.readBigUInt64LE(0) !== pgno) return `holds page ${page.readBigUInt64LE(0)}`
     // A page of a later transaction than the snapshot is one LMDB would take as its own dirty copy and write in place.
     if (page.readBigUInt64LE(8) > this.snap.txnid) return `was written by transaction ${page.readBigUInt64LE(8)}, after the snapshot's`
-    return this.bounds(page, page.length)
-  }
-
-  /** The free-space bounds of a page (or sub-page) of `size` bytes, or what is wrong with them. */
-  private bounds(page: Buffer, size: number): string | null {
-    const lower = page.readUInt16LE(20)
-    const upper = page.readUInt16LE(22)
-    if ((page.readUInt16LE(18) & P_LEAF2) !== 0)
-      return lower % 2 === 0 && lower <= size - HEADER ? null : `has bad bounds (${lower}, ${upper})`
-    if (lower % 2 !== 0 || lower > upper || upper > size - HEADER) return `has bad bounds (lower ${lower}, upper ${upper})`
-    return null
-  }
-
-  /** Node `i` of a page (or sub-page) of `size` bytes: where it is and its header, or what is wrong with it. */
-  private nodeAt(page: Buffer, i: number, size: number): { at: number; flags: number; ksize: number; lohi: bigint } | string {
-    const off = page.readUInt16LE(HEADER + 2 * i)
-    const at = HEADER + off
-    if (off % 2 !== 0 || off < page.readUInt16LE(22) || at + NODE > size) return `has node ${i} at ${off}, outside its nodes`
-    const ksize = page.readUInt16LE(at + 6)
-    if (at + NODE + ksize > size) return `has node ${i} with a ${ksize}-byte key, past the end of the page`
-    const lohi = BigInt(page.readUInt16LE(at)) | (BigInt(page.readUInt16LE(at + 2)) << 16n)
-    return { at, flags: page.readUInt16LE(at + 4), ksize, lohi }
+    return pageBounds(page, page.length)
   }
 
   /** Checks one leaf node's data (and collects the trees it holds); a problem, or null. */
@@ -284,7 +282,11 @@ class PageWalk {
     if (data + dsize > page.length) return `has a node with ${dsize} bytes of data, past the end of the page`
     if (flags === 0) {
       tree.counted.entries++
-      return tree.kind === 'free' ? this.freeList(page.subarray(data, data + dsize)) : null
+      if (tree.kind === 'free') return this.freeList(page.subarray(data, data + dsize))
+      if (tree.kind !== 'named') return null
+      tree.saw?.(tree.key, page.subarray(at + NODE, data), page.subarray(data, data + dsize))
+      const bad = tree.check?.(page.subarray(data, data + dsize))
+      return bad ? `has a value that ${bad}` : null
     }
     if ((flags & F_DUPDATA) !== 0 && !dupsort) return `has duplicate values in a database without them (flags 0x${flags.toString(16)})`
     if (flags & F_SUBDATA) {
@@ -295,11 +297,12 @@ class PageWalk {
       if (tree.kind === 'main') {
         if (db.flags & ~DB_FLAGS) return `holds the record of database '${key}' with flags 0x${db.flags.toString(16)}`
         tree.counted.entries++
-        subtrees.push({ name: `'${key}' database`, kind: 'named', db, counted: zero() })
+        subtrees.push({ name: `'${key}' database`, key, kind: 'named', db, counted: zero() })
       } else {
         tree.counted.entries += db.entries
         subtrees.push({
           name: `${tree.name}'s duplicates`,
+          key: tree.key,
           kind: 'dups',
           db: { ...db, flags: tree.db.flags, pad: db.pad },
           counted: zero(),
@@ -311,14 +314,14 @@ class PageWalk {
     const sub = page.subarray(data, data + dsize)
     if (dsize < HEADER || (sub.readUInt16LE(18) & (P_LEAF | P_SUBP)) !== (P_LEAF | P_SUBP))
       return 'has a damaged sub-page of duplicate values'
-    const bad = this.bounds(sub, dsize)
+    const bad = pageBounds(sub, dsize)
     if (bad) return `has a sub-page of duplicate values that ${bad}`
     const n = sub.readUInt16LE(20) >> 1
     if (sub.readUInt16LE(18) & P_LEAF2) {
       if (n * sub.readUInt16LE(16) > dsize - HEADER) return 'has a sub-page of duplicate values past its end'
     } else {
       for (let i = 0; i < n; i++) {
-        const node = this.nodeAt(sub, i, dsize)
+        const node = nodeAt(sub, i, dsize)
         if (typeof node === 'string') return `has a sub-page of duplicate values that ${node}`
       }
     }
@@ -342,10 +345,16 @@ class PageWalk {
     if (head.readBigUInt64LE(0) !== pgno || (head.readUInt16LE(18) & P_OVERFLOW) === 0 || BigInt(head.readUInt32LE(20)) !== pages)
       return `references overflow page ${pgno}, which is not the start of a run of ${pages} overflow pages`
     tree.counted.overflow += pages
-    if (tree.kind === 'free') {
+    const check = tree.kind === 'named' ? tree.check : undefined
+    if (tree.kind === 'free' || check) {
       const value = Buffer.alloc(dsize)
       const { bytesRead: n } = this.read(value, dsize, Number(pgno) * this.snap.pageSize + HEADER)
       if (n < dsize) return `references overflow page ${pgno}, which is cut short`
+      if (check) {
+        this.reads += Number(pages) - 1
+        const bad = check(value)
+        return bad ? `has a value on overflow page ${pgno} that ${bad}` : null
+      }
       return this.freeList(value)
     }
     return null

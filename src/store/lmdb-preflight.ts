@@ -1,5 +1,6 @@
 import { open, stat, type FileHandle } from 'node:fs/promises'
-import { findBrokenPage, readDbRecord, type DbRecord } from './lmdb-page-walk.js'
+import { DB_RECORD, HEADER as PAGE_HEADER, MAX_DEPTH, P_INVALID, readDbRecord, type DbRecord } from './lmdb-format.js'
+import { findBrokenPage, type ValueChecks } from './lmdb-page-walk.js'
 
 /**
  * What a look at an LMDB data file, before LMDB maps it, found.
@@ -34,21 +35,17 @@ export type LmdbFileCheck =
 // 24 bytes, not 16. MDB_meta follows the header of pages 0 and 1. With MDB_OVERLAPPINGSYNC (lmdb-js's
 // default unless noSync) a third copy, of the last flushed snapshot, sits half a page into page 0 and
 // takes part in choosing the snapshot when the environment is opened (mdb_env_read_header).
-const PAGE_HEADER = 24
 const PAGE_FLAGS = 18
 const P_META = 0x08
 const MAGIC = 0xbeefc0de
 const DATA_VERSION = 2
 const META_SIZE = 144
-const DB_RECORD = 48
 const FREE_DB = 24
 const MAIN_DB = FREE_DB + DB_RECORD
 const LAST_PAGE = MAIN_DB + DB_RECORD
 const TXNID = LAST_PAGE + 8
-const P_INVALID = 0xffff_ffff_ffff_ffffn
 const MIN_PAGE = 512
 const MAX_PAGE = 0x10000
-const MAX_DEPTH = 32 // CURSOR_STACK: no tree LMDB can walk is deeper
 /**
  * Pages the walk reads at most: every branch and leaf page, and the first page of each overflow run
  * (which hold most of a session store's bytes and are not read further). About 5 µs a page from the
@@ -77,7 +74,7 @@ interface Meta {
  * file (a file may end before the snapshot's last page when the pages past its end are free) and
  * sound as far as LMDB relies on it.
  */
-export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
+export async function checkLmdbFile(path: string, values?: ValueChecks): Promise<LmdbFileCheck> {
   let size: number
   try {
     const s = await stat(path)
@@ -96,7 +93,7 @@ export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
     return unreadable(err)
   }
   try {
-    return await inspect(fh, size)
+    return await inspect(fh, size, values)
   } catch (err) {
     return unreadable(err)
   } finally {
@@ -104,7 +101,7 @@ export async function checkLmdbFile(path: string): Promise<LmdbFileCheck> {
   }
 }
 
-async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
+async function inspect(fh: FileHandle, size: number, values: ValueChecks | undefined): Promise<LmdbFileCheck> {
   const page0 = await readAt(fh, 0, PAGE_HEADER + META_SIZE)
   if (page0.length < PAGE_HEADER + META_SIZE)
     return { state: 'damaged', problem: `is truncated: ${size} bytes, shorter than its first meta page` }
@@ -141,6 +138,7 @@ async function inspect(fh: FileHandle, size: number): Promise<LmdbFileCheck> {
       { db: chosen.main, kind: 'main', name: 'main tree' },
     ],
     WALK_BUDGET_PAGES,
+    values,
   )
   if (walk.problem) {
     const problem =

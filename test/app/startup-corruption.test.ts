@@ -4,11 +4,14 @@
 // BURROW_FUZZ_SEED=<first seed> and BURROW_FUZZ_SEEDS=<count> choose the seeds; every assertion
 // names its seed.
 //
-// LMDB keeps no checksum of a value's bytes, so damage that lands only in keys, values or a page's
-// free space cannot be found before they are read, and a store so damaged may start: a run of bytes
-// must be refused when it covers what a reader of the file follows (a page's number or its
-// flags and bounds, a whole node header, an overflow or database reference); otherwise it may start
-// (each such seed is listed). The meta seeds hit the meta LMDB would open.
+// LMDB keeps no checksum of a key or a value, so not all damage can be found before it is read. A
+// start must be refused when the damage covers what a reader of the file follows (a page's number or
+// its flags and bounds, a whole node header, an overflow or database reference) or a value of the
+// session store (JSON text, checked at start-up); damage confined to keys (found when it breaks their
+// order), to the memory store's msgpack values, or to a page's unused bytes may start. A store that
+// starts is then read through the API — every session, its events, a memory search — and must answer
+// each read (a damaged value may be an error, never a crash); damage only in unused bytes must change
+// nothing a reader sees. The meta seeds hit the meta LMDB would open.
 import t, { type Test } from 'tap'
 import { open, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -65,10 +68,20 @@ interface Damage {
   seed: number
   store: keyof typeof STORES
   runs: Array<{ at: number; length: number }>
-  /** The damage covers something a reader follows: the start must be refused. */
+  /** The damage covers something a reader follows, or a value start-up checks: the start must be refused. */
   mustRefuse: boolean
+  /** Every run lies in a page's unused bytes: the store must start and read as before. */
+  harmless: boolean
   where: string
 }
+
+/** The named databases whose values start-up checks (src/store/lmdb-value-checks.ts). */
+const CHECKED: Record<keyof typeof STORES, (db: string) => boolean> = {
+  session: (db) => db !== 'meta',
+  memory: (db) => db === 'idempotency',
+}
+
+const overlaps = (a: number, b: number, [from, to]: [number, number]) => a < to && from < b
 
 /** What a seed writes: over the meta LMDB would open, or one to three runs over pages the trees use. */
 function plan(seed: number, pages: Record<keyof typeof STORES, { ps: number; meta: number; tree: TreePage[] }>): Damage {
@@ -78,21 +91,62 @@ function plan(seed: number, pages: Record<keyof typeof STORES, { ps: number; met
   if (seed % 6 === 5) {
     // From the start of the MDB_meta (its magic number) on: 32 to 144 bytes.
     const at = meta * ps + 24
-    return { seed, store, runs: [{ at, length: 32 + Math.floor(r() * 113) }], mustRefuse: true, where: `meta page ${meta}` }
+    return {
+      seed,
+      store,
+      runs: [{ at, length: 32 + Math.floor(r() * 113) }],
+      mustRefuse: true,
+      harmless: false,
+      where: `meta page ${meta}`,
+    }
   }
   const runs: Damage['runs'] = []
   let mustRefuse = false
+  let harmless = true
   const where: string[] = []
   for (let n = 1 + Math.floor(r() * 3); n > 0; n--) {
     const page = tree[Math.floor(r() * tree.length)]!
     const offset = Math.floor(r() * ps)
     const length = Math.min(ps - offset, 32 + Math.floor(r() * (ps / 2)))
     runs.push({ at: page.pgno * ps + offset, length })
-    const hits = page.followed.some(([from, to]) => offset <= from && to <= offset + length)
-    mustRefuse ||= hits
-    where.push(`page ${page.pgno} (${page.kind}) bytes ${offset}…${offset + length}${hits ? '' : ' (keys, values or free space only)'}`)
+    const follows = page.followed.some(([from, to]) => offset <= from && to <= offset + length)
+    const value = page.values.find((v) => CHECKED[store](v.db) && overlaps(offset, offset + length, v.range))
+    const unused = page.free[0] <= offset && offset + length <= page.free[1]
+    mustRefuse ||= follows || value !== undefined
+    harmless &&= unused
+    const what = follows
+      ? ''
+      : value
+        ? ` (a value of '${value.db}')`
+        : unused
+          ? ' (unused bytes only)'
+          : ' (keys, unchecked values or unused bytes)'
+    where.push(`page ${page.pgno} (${page.kind}) bytes ${offset}…${offset + length}${what}`)
   }
-  return { seed, store, runs, mustRefuse, where: where.join(', ') }
+  return { seed, store, runs, mustRefuse, harmless, where: where.join(', ') }
+}
+
+/** Everything a client reads of the store, as one comparable value: each answer's status and body, or the error that stopped it. */
+async function readEverything(url: string): Promise<unknown[]> {
+  const api = new Api(url)
+  const out: unknown[] = []
+  const read = async (path: string) => {
+    try {
+      const r = await api.get(path)
+      out.push({ path, status: r.status, body: r.body })
+      return r
+    } catch (err) {
+      out.push({ path, error: (err as Error).message })
+      return undefined
+    }
+  }
+  const list = await read('/v1/sessions?limit=100')
+  for (const s of list?.status === 200 ? (list.body.items as Array<{ session_id: string }>) : []) {
+    await read(`/v1/sessions/${s.session_id}`)
+    await read(`/v1/sessions/${s.session_id}/event-log?after=0&limit=1000`)
+  }
+  await read(`/v1/memory/search?q=${encodeURIComponent('invoice paid')}&limit=20`)
+  return out
 }
 
 async function damage(file: string, d: Damage): Promise<void> {
@@ -132,10 +186,22 @@ t.test('random bytes over LMDB pages: exit 78 naming the file, never a crash', a
     t.comment(`${file.slice(template.length + 1)}: ${(await stat(file)).size} bytes, ${found.tree.length} tree pages`)
   }
 
+  let before: unknown[] = []
   t.test('the undamaged copy starts', async (t) => {
     const out = await startOn(await copyDataDir(t, template))
     t.equal(out.kind, 'listening', out.kind === 'exited' ? out.stderr : 'listening')
-    if (out.kind === 'listening') await stopServer(out.server)
+    if (out.kind === 'listening') {
+      try {
+        before = await readEverything(out.server.url)
+      } finally {
+        await stopServer(out.server)
+      }
+    }
+    t.ok(before.length > 24 * 2, `${before.length} reads`)
+    t.notOk(
+      before.some((r: any) => r.error || r.status !== 200),
+      'every read of the undamaged copy answers 200',
+    )
   })
 
   const seeds = Array.from({ length: COUNT }, (_, i) => FIRST + i)
@@ -146,8 +212,15 @@ t.test('random bytes over LMDB pages: exit 78 naming the file, never a crash', a
     await damage(file, d)
     const out = await startOn(dir)
     if (out.kind === 'listening') {
-      await stopServer(out.server)
-      return { d, file, out: { kind: 'listening' as const } }
+      let reads: unknown[]
+      let alive: boolean
+      try {
+        reads = await readEverything(out.server.url)
+        alive = out.server.child.exitCode === null && out.server.child.signalCode === null
+      } finally {
+        await stopServer(out.server)
+      }
+      return { d, file, out: { kind: 'listening' as const, reads, alive } }
     }
     return { d, file, out }
   })
@@ -158,6 +231,10 @@ t.test('random bytes over LMDB pages: exit 78 naming the file, never a crash', a
       if (out.kind === 'listening') {
         started.push(d.seed)
         t.notOk(d.mustRefuse, `seed ${d.seed}: the server started on damage it must refuse`)
+        t.ok(out.alive, `seed ${d.seed}: the server lived through reading everything`)
+        const failed = out.reads.filter((r: any) => r.error || (r.status >= 500 && r.body?.code === undefined))
+        t.same(failed, [], `seed ${d.seed}: every read answered, with a coded problem where it failed`)
+        if (d.harmless) t.same(out.reads, before, `seed ${d.seed}: damage in unused bytes changes nothing a reader sees`)
         return
       }
       t.not(out.signal, 'SIGBUS', `seed ${d.seed}: no SIGBUS`)
@@ -168,9 +245,7 @@ t.test('random bytes over LMDB pages: exit 78 naming the file, never a crash', a
     })
   }
   t.test('summary', async (t) => {
-    t.comment(
-      `seeds ${FIRST}…${FIRST + COUNT - 1}: ${refused} refused with exit 78; started (damage in keys, values or free space only): ${started.join(', ') || 'none'}`,
-    )
-    t.ok(refused >= plans.filter((p) => p.mustRefuse).length, 'every damage a reader follows was refused')
+    t.comment(`seeds ${FIRST}…${FIRST + COUNT - 1}: ${refused} refused with exit 78; started: ${started.join(', ') || 'none'}`)
+    t.ok(refused >= plans.filter((p) => p.mustRefuse).length, 'every damage a reader follows or start-up checks was refused')
   })
 })

@@ -3,10 +3,13 @@
 // healthy file is accepted, walked whole, or within a page budget with the largest databases
 // checked at their root only. And what LMDB itself throws about a damaged file becomes the refusal.
 import t from 'tap'
-import { copyFile, open, readFile, stat } from 'node:fs/promises'
+import { copyFile, mkdir, open, readFile, stat, writeFile } from 'node:fs/promises'
+import { gunzipSync } from 'node:zlib'
 import { join } from 'node:path'
 import { checkLmdbFile } from '../../src/store/lmdb-preflight.js'
-import { findBrokenPage, readDbRecord } from '../../src/store/lmdb-page-walk.js'
+import { readDbRecord } from '../../src/store/lmdb-format.js'
+import { findBrokenPage, type ValueChecks } from '../../src/store/lmdb-page-walk.js'
+import { sessionStoreValues } from '../../src/store/lmdb-value-checks.js'
 import { LmdbSessionRepository } from '../../src/store/lmdb-session-repository.js'
 import { storeDamage } from '../../src/app/data-dir-check.js'
 import { StartupError } from '../../src/app/startup-error.js'
@@ -31,7 +34,7 @@ t.test('the page walk', async (t) => {
   const overflowRef = tree.flatMap((p) => p.followed.filter(([a, b]) => b - a === 24).map(([a]) => p.pgno * ps + a))[0]!
   t.ok(branch && overflowRef, 'the store has a branch page and a value on overflow pages')
 
-  async function damaged(write: (fh: import('node:fs/promises').FileHandle) => Promise<unknown>): Promise<string> {
+  async function damaged(write: (fh: import('node:fs/promises').FileHandle) => Promise<unknown>, values?: ValueChecks): Promise<string> {
     const file = join(await tempDir(t, 'page-walk'), 'data.mdb')
     await copyFile(original, file)
     const fh = await open(file, 'r+')
@@ -40,7 +43,7 @@ t.test('the page walk', async (t) => {
     } finally {
       await fh.close()
     }
-    const c = await checkLmdbFile(file)
+    const c = await checkLmdbFile(file, values)
     return c.state === 'damaged' ? c.problem : `not refused: ${c.state}`
   }
   const u16 = (n: number) => Buffer.from(new Uint16Array([n]).buffer)
@@ -84,6 +87,47 @@ t.test('the page walk', async (t) => {
     t.match(await damaged((fh) => fh.write(u64(999n), 0, 8, main.pgno * ps + record + 16)), /holds \d+ leaf pages, but its record says 999/)
   })
 
+  const file = await readFile(original)
+  const keysOf = (pgno: number) => {
+    const p = file.subarray(pgno * ps, (pgno + 1) * ps)
+    return Array.from({ length: p.readUInt16LE(20) >> 1 }, (_, i) => {
+      const at = 24 + p.readUInt16LE(24 + 2 * i)
+      return { at: pgno * ps + at + 8, key: p.subarray(at + 8, at + 8 + p.readUInt16LE(at + 6)) }
+    })
+  }
+  t.test('a key out of order in its page (LMDB would not find it, or insert beside it)', async (t) => {
+    const leaf = tree.find((p) => p.kind === 'leaf' && p.values.some((v) => v.db === 'events') && keysOf(p.pgno).length > 2)!
+    const [k0, k1] = keysOf(leaf.pgno)
+    t.ok(k0!.key[0]! > 0, 'the first key does not start with 0')
+    const problem = await damaged((fh) => fh.write(Buffer.from([0]), 0, 1, k1!.at))
+    t.match(problem, new RegExp(`page ${leaf.pgno} of its 'events' database has key 1 (out of order|outside its branch's range)`))
+  })
+  t.test('a key outside the range its branch page gives its page', async (t) => {
+    const separators = keysOf(branch.pgno)
+    t.ok(separators.length > 1, 'the branch page has separators')
+    // The last separator raised to the top: every key of the page below it is now below its range.
+    const last = separators[separators.length - 1]!
+    const problem = await damaged((fh) => fh.write(Buffer.alloc(last.key.length, 0xfe), 0, last.key.length, last.at))
+    t.match(problem, /has key \d+ (outside its branch's range|out of order)/)
+  })
+  t.test('a JSON value with bytes no encoder writes', async (t) => {
+    const leaf = tree.find((p) => p.values.some((v) => v.db === 'heads' && v.range[1] - v.range[0] > 8))!
+    const value = leaf.values.find((v) => v.db === 'heads' && v.range[1] - v.range[0] > 8)!
+    const write = (fh: import('node:fs/promises').FileHandle) =>
+      fh.write(Buffer.from([0x01, 0xc3]), 0, 2, leaf.pgno * ps + value.range[0] + 4)
+    t.match(
+      await damaged(write, sessionStoreValues()),
+      new RegExp(`page ${leaf.pgno} of its 'heads' database has a value that is not JSON text`),
+    )
+    t.equal(await damaged(write), 'not refused: ok', 'only the value check finds it')
+  })
+  t.test('a JSON value on overflow pages', async (t) => {
+    const ref = tree.flatMap((p) => p.followed.filter(([a, b]) => b - a === 24).map(([a]) => ({ page: p, a })))[0]!
+    const pgno = Number(file.readBigUInt64LE(ref.page.pgno * ps + ref.a))
+    const problem = await damaged((fh) => fh.write(Buffer.from('\u0000\u0007'), 0, 2, pgno * ps + 24 + 100), sessionStoreValues())
+    t.match(problem, new RegExp(`has a value on overflow page ${pgno} that is not JSON text`))
+  })
+
   t.test('a page budget: the largest databases are checked at their root only', async (t) => {
     const fh = await open(original, 'r')
     try {
@@ -125,4 +169,15 @@ t.test('what LMDB throws about a damaged file is the refusal naming it', async (
     'a full map is no damage',
   )
   t.equal(storeDamage(dir, 'session store', new Error('ENOSPC')), undefined, 'nor any other error')
+})
+
+t.test('the value checks read the schema: a schema 2 directory (msgpack) and a schema 3 one (JSON) pass', async (t) => {
+  for (const v of ['store-v2', 'store-v3']) {
+    const dir = await tempDir(t, 'page-walk-fixture')
+    await mkdir(join(dir, 'lmdb'))
+    const file = join(dir, 'lmdb', 'data.mdb')
+    await writeFile(file, gunzipSync(await readFile(join(import.meta.dirname, '..', 'fixtures', v, 'data.mdb.gz'))))
+    const c = await checkLmdbFile(file, sessionStoreValues())
+    t.equal(c.state, 'ok', `${v}: ${c.state === 'damaged' ? c.problem : c.state}`)
+  }
 })
