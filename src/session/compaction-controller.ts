@@ -3,8 +3,11 @@ import { BurrowError, toBurrowError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import { NO_TRACING, withinSpan, type Span, type Tracer } from '../core/tracing.js'
 import type { EffectiveCompaction, SessionRecord } from '../core/session-record.js'
+import type { IdempotencyRecord } from '../core/stores.js'
 import type { CompactionOutcome } from '../core/wire.js'
 import { CompactionError } from './default-compactor.js'
+import { failedOutcome } from './idempotency.js'
+import type { Seal } from './live-session.js'
 import type { Turn } from './turn.js'
 
 /** The history estimate (docs/guarantees.md, Compaction): `sum(JSON.stringify(message).length) / 4`, integer division. O(1). */
@@ -100,20 +103,24 @@ export class CompactionController {
       if (session.record.messages !== original) throw new CompactionError('the history changed while it was being summarised')
       const seqs = originalSeqs.slice(0, result.keepFrom)
       const range: [number, number] | null = seqs.length > 0 ? [Math.min(...seqs), Math.max(...seqs)] : null
-      turn.emit([
-        {
-          type: 'compaction_completed',
-          data: {
-            summary_tokens: result.summaryTokens,
-            messages_before: before,
-            messages_after: result.messages.length,
-            summary: result.summary,
-            discarded_seq_range: range,
-            usage: result.usage,
+      const done = outcome(true, result.messages.length, result.summaryTokens)
+      turn.emit(
+        [
+          {
+            type: 'compaction_completed',
+            data: {
+              summary_tokens: result.summaryTokens,
+              messages_before: before,
+              messages_after: result.messages.length,
+              summary: result.summary,
+              discarded_seq_range: range,
+              usage: result.usage,
+            },
           },
-        },
-      ])
-      return outcome(true, result.messages.length, result.summaryTokens)
+        ],
+        sealed(manual, turn, { ok: true, value: done }),
+      )
+      return done
     } catch (err) {
       if (cancel.aborted) {
         turn.emit([{ type: 'compaction_failed', data: { error: 'interrupted', code: 'INTERRUPTED' } }])
@@ -125,14 +132,22 @@ export class CompactionController {
       const usage = e instanceof BurrowError ? (e.data?.usage as { input_tokens: number; output_tokens: number } | undefined) : undefined
       if (code === 'INTERNAL') this.logger.error({ err, session_id: session.id }, 'compaction failed')
       else this.logger.warn({ session_id: session.id, code, error: e.message }, 'compaction failed; the history is unchanged')
-      turn.emit([{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }])
+      // A manual run answers "nothing compacted" for its own refusals and fails with a provider's error.
+      const answer = manual && !(err instanceof CompactionError) ? null : outcome(false, before, 0, e.message)
+      turn.emit(
+        [{ type: 'compaction_failed', data: { error: e.message, ...(code ? { code } : {}), ...(usage ? { usage } : {}) } }],
+        sealed(manual, turn, answer ? { ok: true, value: answer } : failedOutcome(e as BurrowError)),
+      )
       // An automatic compaction's failure does not fail the turn, but its span says it failed.
       span.fail(code ?? 'COMPACTION_FAILED', e.message)
-      if (manual) {
-        if (err instanceof CompactionError) return outcome(false, before, 0, err.message)
-        throw e
-      }
-      return outcome(false, before, 0, e.message)
+      if (answer) return answer
+      throw e
     }
   }
+}
+
+/** A manual compaction's last event carries its request's outcome (with an Idempotency-Key); an automatic one's belongs to its turn. */
+function sealed(manual: boolean, turn: Turn, outcome: IdempotencyRecord['outcome']): Seal | undefined {
+  const receipt = turn.receipt
+  return manual && receipt ? () => receipt.seal(outcome) : undefined
 }

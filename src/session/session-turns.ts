@@ -73,14 +73,17 @@ export class SessionTurns {
     this.refuseWhenShuttingDown()
     const sessions = this.parts.sessions
     await sessions.get(tenant, id) // an unknown session is SESSION_NOT_FOUND before anything else
-    return this.idempotent(ctx, tenant, 'session/compact', id, {}, () =>
+    return this.idempotent(ctx, tenant, 'session/compact', id, {}, (receipt) =>
       this.admit(tenant, id, 'reject', ctx, (session, release) =>
         sessions.exclusive(session, async () => {
+          // Under the session's lease: a compaction a dead replica committed with this key is final (see Receipt).
+          if (receipt && sessions.leased) await receipt.ensureFirst()
           if (session.record.status === 'archived') throw new BurrowError('SESSION_ARCHIVED', `Session ${id} is archived.`)
           if (session.running || session.record.open_turn)
             throw new BurrowError('SESSION_BUSY', `A turn is running or waiting on session ${id}; compact it when the turn has ended.`)
-          // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels it.
-          const work = new Turn(session, session.record.turn_count)
+          // Recorded under the session's last turn; it runs as the session's work, so an interrupt cancels
+          // it. Its last event carries the request's outcome (compaction-controller.ts).
+          const work = new Turn(session, session.record.turn_count, null, undefined, receipt)
           work.trace = ctx.trace
           const cfg = session.record.config.compaction ?? this.parts.compactionDefaults
           work.done = controller.run(work, cfg, true)

@@ -1,7 +1,8 @@
 // What a retry with the same Idempotency-Key and body sees after a kill -9, case by case, on a
 // real server process (LMDB, and PostgreSQL) talking to the fake LLM server: a request cut while
 // the model was answering gets the turn recovery closed, not a new run; the request that paused
-// a turn gets the pause; tool_results that completed the turn get the completion. The model is
+// a turn gets the pause; tool_results that completed the turn get the completion; a manual
+// compaction cut around its commit is answered from the log, never summarised twice. The model is
 // called once for each (counted at the fake provider), and the log holds one run per key.
 import t, { type Test } from 'tap'
 import { once } from 'node:events'
@@ -33,7 +34,14 @@ t.test('retries after kill -9 answer the first outcome (PostgreSQL)', async (t) 
 async function retries(t: Test, store: Record<string, string>): Promise<void> {
   const fake = await startFakeLlm({ openaiKey: 'k' })
   t.teardown(() => fake.close())
-  const env = { ...store, BURROW_MEMORY_STORE: 'off', OPENAI_API_KEY: 'k', OPENAI_BASE_URL: `${fake.url}/v1`, LOG_LEVEL: 'info' }
+  const env = {
+    ...store,
+    BURROW_MEMORY_STORE: 'off',
+    BURROW_COMPACTION: 'on',
+    OPENAI_API_KEY: 'k',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    LOG_LEVEL: 'info',
+  }
   let server = await spawnServer(env)
   t.teardown(() => kill(server))
   let api = new Api(server.url)
@@ -85,6 +93,46 @@ async function retries(t: Test, store: Record<string, string>): Promise<void> {
   const before = fake.requests.length
   t.same(sameAnswer((await api.post(turns, body, key('results'))).body), sameAnswer(done.body))
   t.equal(fake.requests.length, before, 'a retry calls no model')
+
+  // 4. A manual compaction cut by kill -9 at moments around its commit: a retry answers the
+  // compaction the log holds, or runs it once when none was committed — never a second summary.
+  const compact = `/v1/sessions/${id}/compact`
+  const completed = async () =>
+    (await api.get(`/v1/sessions/${id}/event-log?after=0&limit=1000`)).body.events.filter((e: any) => e.type === 'compaction_completed')
+      .length
+  // 'event': the kill follows the compaction_completed frame, which is sent once its commit is durable.
+  for (const delay of ['event', 'event', 'event', 0, 10] as const) {
+    for (let i = 0; i < 3; i++) {
+      fake.enqueue({ text: `answer ${delay}.${i}` })
+      t.equal((await api.post(turns, { input: `more ${delay}.${i} ${'words '.repeat(50)}` })).body.status, 'completed')
+    }
+    const k = key(`compact-${fake.requests.length}`)
+    const summaries = await completed()
+    fake.enqueue({ text: `summary ${delay}` })
+    const calls = fake.requests.length
+    const stream = await api.sse(`/v1/sessions/${id}/events`)
+    const first = api.post(compact, undefined, k).catch((err: unknown) => err)
+    if (delay === 'event') {
+      await stream.until((f) => f.event === 'compaction_completed', 10_000)
+      server.child.kill('SIGKILL')
+    } else {
+      await eventually(() => fake.requests.length > calls, 10_000)
+      await new Promise((r) => setTimeout(r, delay))
+    }
+    stream.close()
+    await restart()
+    await first
+    const committed = (await completed()) - summaries
+    t.ok(committed <= 1, `delay ${delay} ms: at most one compaction committed before the kill`)
+    if (committed === 0) fake.enqueue({ text: `summary ${delay} again` })
+    const retried = await api.post(compact, undefined, k)
+    t.equal(retried.status, 200, `delay ${delay} ms: the retry answers`)
+    t.equal(retried.body.compacted, true, `delay ${delay} ms: with the compaction`)
+    t.equal((await completed()) - summaries, 1, `delay ${delay} ms: one compaction in the log (${committed} before the retry)`)
+    t.equal(fake.requests.length, calls + 2 - committed, `delay ${delay} ms: the model summarised once`)
+    const again = await api.post(compact, undefined, k)
+    t.same(again.body, retried.body, `delay ${delay} ms: a second retry answers the same`)
+  }
 }
 
 async function kill(server: ChildServer): Promise<void> {
