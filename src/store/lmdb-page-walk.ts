@@ -347,7 +347,7 @@ class PageWalk {
     tree.counted.overflow += pages
     const check = tree.kind === 'named' ? tree.check : undefined
     if (tree.kind === 'free' || check) {
-      const value = Buffer.alloc(dsize)
+      const value = Buffer.allocUnsafe(dsize)
       const { bytesRead: n } = this.read(value, dsize, Number(pgno) * this.snap.pageSize + HEADER)
       if (n < dsize) return `references overflow page ${pgno}, which is cut short`
       if (check) {

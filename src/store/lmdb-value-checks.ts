@@ -13,8 +13,29 @@ const STARTS = new Set([...'{["-0123456789tfn'].map((c) => c.charCodeAt(0)))
 export function jsonText(value: Buffer): string | null {
   if (value.length === 0 || !STARTS.has(value[0]!)) return 'is not JSON text'
   if (!isUtf8(value)) return 'is not JSON text (not UTF-8)'
-  for (let i = 0; i < value.length; i++) if (value[i]! < 0x20) return `is not JSON text (byte ${value[i]} at ${i})`
-  return null
+  const at = controlByte(value)
+  return at < 0 ? null : `is not JSON text (byte ${value[at]} at ${at})`
+}
+
+/**
+ * The first byte below 0x20 (JSON.stringify escapes them all), or -1. Four bytes at a time: a word
+ * holds such a byte exactly when (x - 0x20202020) & ~x & 0x80808080 is not 0 (a byte below n, for
+ * n <= 128: "Bit Twiddling Hacks", hasless), about twice as fast as a byte loop on a whole store.
+ */
+export function controlByte(v: Buffer): number {
+  let i = 0
+  const head = Math.min((4 - (v.byteOffset & 3)) & 3, v.length)
+  for (; i < head; i++) if (v[i]! < 0x20) return i
+  const n = (v.length - i) >>> 2
+  if (n > 0) {
+    const words = new Uint32Array(v.buffer, v.byteOffset + i, n)
+    for (let w = 0; w < n; w++) {
+      const x = words[w]!
+      if (((x - 0x20202020) & ~x & 0x80808080) !== 0) for (let j = i + 4 * w; j < i + 4 * w + 4; j++) if (v[j]! < 0x20) return j
+    }
+  }
+  for (i += 4 * n; i < v.length; i++) if (v[i]! < 0x20) return i
+  return -1
 }
 
 /**
