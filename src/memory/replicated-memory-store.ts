@@ -20,6 +20,7 @@ import { MemoryCore, type MemoryCoreOptions, type PreparedEntry } from './memory
 import { publicEntry } from './memory-db.js'
 import { encodeBlock } from './posting-blocks.js'
 import { applyChanges, copiedHead, openLocalCopy } from './replica-copy.js'
+import { KeyedSerial } from '../core/keyed-serial.js'
 
 export interface ReplicatedMemoryOptions extends MemoryCoreOptions {
   /** The shared truth (PostgreSQL). The store owns it: closing the store closes it. */
@@ -50,7 +51,8 @@ export class ReplicatedMemoryStore implements MemoryStore {
   /** Tenants in use here, with when the database last confirmed the local copy is current. */
   private readonly confirmed = new Map<string, number>()
   /** Per tenant, the catch-up under way (they run one at a time). */
-  private readonly chains = new Map<string, Promise<void>>()
+  /** One catch-up at a time per tenant. */
+  private readonly perTenant = new KeyedSerial()
   private readonly timer: NodeJS.Timeout
   private readonly pruneTimer: NodeJS.Timeout
   private polling: Promise<void> | undefined
@@ -200,7 +202,7 @@ export class ReplicatedMemoryStore implements MemoryStore {
     clearInterval(this.timer)
     clearInterval(this.pruneTimer)
     await Promise.all([this.polling, this.pruning])
-    await Promise.all([...this.chains.values()].map((c) => c.catch(() => undefined)))
+    await this.perTenant.idle()
     await this.core.close()
     await this.log.close()
   }
@@ -208,30 +210,22 @@ export class ReplicatedMemoryStore implements MemoryStore {
   /** Brings the tenant's local copy up to the database (one catch-up at a time per tenant); rejects with STORE_UNAVAILABLE. */
   private catchUp(tenant: string, vectors?: ReadonlyMap<number, number[]>): Promise<void> {
     const started = Date.now()
-    const run = (this.chains.get(tenant) ?? Promise.resolve())
-      .catch(() => undefined)
-      .then(async () => {
-        if (this.closing) return
-        const since = copiedHead(this.core.db, tenant)
-        const changes = await this.log.changes(tenant, since)
-        if (changes.incarnation !== '' && since.incarnation !== '' && changes.incarnation !== since.incarnation) {
-          // Only a database recreated under a running replica does this; its next start makes the copy again.
-          throw new BurrowError('STORE_UNAVAILABLE', `The memory database no longer holds the history this replica copied for its tenant.`)
-        }
-        if (changes.forgotten)
-          this.logger.warn(
-            { tenant, gone: changes.removed.length },
-            'deletions this copy had not replayed were forgotten by the database: its copy of the tenant was compared with the database',
-          )
-        await applyChanges(this.core, tenant, changes, vectors)
-        this.confirmed.set(tenant, started)
-      })
-    this.chains.set(tenant, run)
-    void run.then(
-      () => this.chains.get(tenant) === run && this.chains.delete(tenant),
-      () => this.chains.get(tenant) === run && this.chains.delete(tenant),
-    )
-    return run
+    return this.perTenant.run(tenant, async () => {
+      if (this.closing) return
+      const since = copiedHead(this.core.db, tenant)
+      const changes = await this.log.changes(tenant, since)
+      if (changes.incarnation !== '' && since.incarnation !== '' && changes.incarnation !== since.incarnation) {
+        // Only a database recreated under a running replica does this; its next start makes the copy again.
+        throw new BurrowError('STORE_UNAVAILABLE', `The memory database no longer holds the history this replica copied for its tenant.`)
+      }
+      if (changes.forgotten)
+        this.logger.warn(
+          { tenant, gone: changes.removed.length },
+          'deletions this copy had not replayed were forgotten by the database: its copy of the tenant was compared with the database',
+        )
+      await applyChanges(this.core, tenant, changes, vectors)
+      this.confirmed.set(tenant, started)
+    })
   }
 
   /** After a committed deletion: the local copy follows now, or the next poll makes it. */

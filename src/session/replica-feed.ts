@@ -1,5 +1,6 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { EventStore } from '../core/stores.js'
+import { KeyedSerial } from '../core/keyed-serial.js'
 import type { EventHub } from './event-hub.js'
 
 /** Events read from the log per page when another replica's commit is published here. */
@@ -17,7 +18,7 @@ const RETRY_MS = 250
  * here follows the session (nor its tenant), nothing is read: the hub only notes how far it got.
  */
 export class ReplicaFeed {
-  private readonly chains = new Map<string, Promise<void>>()
+  private readonly perSession = new KeyedSerial()
 
   constructor(
     private readonly hub: EventHub,
@@ -46,15 +47,11 @@ export class ReplicaFeed {
 
   /** Resolves once everything heard so far has been published (tests, shutdown). */
   async idle(): Promise<void> {
-    while (this.chains.size > 0) await Promise.all([...this.chains.values()])
+    await this.perSession.idle()
   }
 
   private then(sessionId: string, step: () => void | Promise<void>): void {
-    const next = (this.chains.get(sessionId) ?? Promise.resolve()).then(step).catch((err: unknown) => this.onError(err, sessionId))
-    this.chains.set(sessionId, next)
-    void next.then(() => {
-      if (this.chains.get(sessionId) === next) this.chains.delete(sessionId)
-    })
+    void this.perSession.run(sessionId, step).catch((err: unknown) => this.onError(err, sessionId))
   }
 
   private async publishCommitted(tenant: string, sessionId: string, first: number, last: number): Promise<void> {
