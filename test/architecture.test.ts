@@ -17,6 +17,8 @@ const layerOf = (base: string, file: string) => relative(base, file).split('/')[
 const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
   core: { layers: ['core'], packages: /^typebox$/ },
   session: { layers: ['core', 'session'], packages: /^(node:.*|uuid)$/ },
+  // The wing only replicas need (leases, the feed between them, remote interrupts): the session core never imports it.
+  replicas: { layers: ['core', 'session', 'replicas'], packages: /^node:.*$/ },
   store: { layers: ['core', 'store'], packages: /^(node:.*|lmdb|pg)$/ },
   memory: { layers: ['core', 'memory'], packages: /^(node:.*|lmdb|hnswlib-node|undici)$/ },
   providers: { layers: ['core', 'providers'], packages: /^(node:.*|undici|eventsource-parser)$/ },
@@ -25,7 +27,7 @@ const allowed: Record<string, { layers: string[]; packages: RegExp }> = {
     packages: /^(node:.*|fastify|fastify-plugin|@fastify\/.*|typebox|ajv|ajv-formats|re2-wasm|@modelcontextprotocol\/.*)$/,
   },
   client: { layers: ['core', 'client'], packages: /^(node:.*|undici|eventsource-parser)$/ },
-  app: { layers: ['core', 'session', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },
+  app: { layers: ['core', 'session', 'replicas', 'store', 'memory', 'providers', 'surfaces', 'client', 'app'], packages: /^(node:.*|.*)$/ },
   bin: { layers: ['app', 'bin'], packages: /^node:.*$/ },
 }
 
@@ -107,8 +109,11 @@ t.test('the checkers catch a synthetic violation of each rule', async (t) => {
   put('surfaces/cli/y.ts', "import { r } from '../rest/index.js'\nimport { h } from '../http/h.js'\nexport const y = r + h\n")
   put('surfaces/http/h.ts', 'export const h = 1\n')
   put('surfaces/fastify-user.ts', "import lmdb from 'lmdb'\nexport default lmdb\n")
+  put('replicas/owner.ts', "import { b } from '../session/b.js'\nexport const owner = b\n")
+  put('session/d.ts', "import { owner } from '../replicas/owner.js'\nexport const d = owner\n")
   t.same(layerViolations(base), [
     'core/a.ts (core) must not import session: ../session/b.js',
+    'session/d.ts (session) must not import replicas: ../replicas/owner.js',
     'surfaces/fastify-user.ts (surfaces) must not import package lmdb',
   ])
   t.same(importCycles(importGraph(base), base), [['session/b.ts', 'session/c.ts']], 'a cycle of type-only imports')

@@ -1,9 +1,12 @@
 import type { Logger } from '../core/logger.js'
 import type { EventHub } from '../session/event-hub.js'
+import { LeaseKeeper } from '../replicas/lease-keeper.js'
+import { LeasedOwner } from '../replicas/leased-owner.js'
+import { RemoteInterrupt } from '../replicas/remote-interrupt.js'
+import { ReplicaFeed } from '../replicas/replica-feed.js'
 import type { LiveSessions } from '../session/live-sessions.js'
-import { RemoteInterrupt } from '../session/remote-interrupt.js'
-import { ReplicaFeed } from '../session/replica-feed.js'
 import type { ReplicaLink } from '../session/service-parts.js'
+import type { Ownership } from '../session/session-ownership.js'
 import type { PgChangeFeed } from '../store/pg-change-feed.js'
 import type { PgSessionRepository } from '../store/pg-session-repository.js'
 import type { Config } from './config.js'
@@ -11,8 +14,15 @@ import type { Config } from './config.js'
 /** How long a replica waits for the one keeping a session's lease to give it up: past it, SESSION_BUSY (that replica died, or is cut off). */
 const LET_GO_WAIT_MS = 500
 
-/** The replicas' link, made before the service (which it is a part of) and started once the service has recovered its sessions. */
+/**
+ * The replicas' wing, made before the cache of live sessions (whose ownership it gives), connected
+ * to that cache once it exists, and started once the service has recovered its sessions.
+ */
 export interface Replicas {
+  /** Sessions owned under leases (replicas/leased-owner.ts), for the cache of live sessions. */
+  readonly ownership: Ownership
+  /** Connects the wing to the cache of live sessions (once): deletions heard from others, interrupts. */
+  connect(sessions: LiveSessions): void
   readonly link: ReplicaLink
   /** Starts listening to the other replicas (resolves after the first attempt; it goes on trying in the background). */
   start(): Promise<void>
@@ -30,17 +40,19 @@ export async function linkReplicas(parts: {
   config: Config
   store: PgSessionRepository
   hub: EventHub
-  sessions: LiveSessions
   logger: Logger
 }): Promise<Replicas> {
-  const { config, store, hub, sessions, logger } = parts
+  const { config, store, hub, logger } = parts
+  let sessions: LiveSessions | null = null
+  let owner: LeasedOwner | null = null
+  let remote: RemoteInterrupt | null = null
   const { PgChangeFeed } = await import('../store/pg-change-feed.js')
   const incoming = new ReplicaFeed(
     hub,
     store.events,
     (err, sessionId) =>
       logger.warn({ err, session_id: sessionId }, "another replica's events could not be read: its next commit catches up"),
-    (sessionId) => sessions.deletedRemotely(sessionId),
+    (sessionId) => sessions?.deletedRemotely(sessionId),
   )
   const feed: PgChangeFeed = new PgChangeFeed({
     url: config.databaseUrl!,
@@ -74,13 +86,22 @@ export async function linkReplicas(parts: {
   })
   store.onDeleted((tenant, sessionId) => feed.deleted(tenant, sessionId))
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
-  const remote = new RemoteInterrupt(sessions, feed, (tenant, id) => feed.running(tenant, id))
   // A session's lease kept by another replica after its work is asked for, and given when asked (lease-keeper.ts).
-  sessions.askToLetGo((tenant, id) => feed.letGo(tenant, id, LET_GO_WAIT_MS))
-  feed.serveLetGo((_tenant, id) => sessions.giveUp(id))
+  feed.serveLetGo((_tenant, id) => (owner ? owner.giveUp(id) : Promise.resolve(null)))
+  const leases = store.leases
   return {
+    ownership: (cache) => {
+      const letGo = (tenant: string, id: string) => feed.letGo(tenant, id, LET_GO_WAIT_MS)
+      owner = new LeasedOwner(cache, new LeaseKeeper(leases, logger, config.leaseLingerMs, letGo))
+      return owner
+    },
+    connect(live) {
+      if (sessions) throw new Error('the replicas are connected to the live sessions already')
+      sessions = live
+      remote = new RemoteInterrupt(live, feed, (tenant, id) => feed.running(tenant, id))
+    },
     link: {
-      interrupt: (tenant, id, local) => remote.interrupt(tenant, id, local),
+      interrupt: (tenant, id, local) => (remote ? remote.interrupt(tenant, id, local) : local()),
       listening: () => feed.listening,
     },
     start: () => feed.start(),

@@ -14,7 +14,7 @@ import { LiveSessions } from '../session/live-sessions.js'
 import { LocalSessionService } from '../session/local-session-service.js'
 import { MemoryIndexer } from '../session/memory-indexer.js'
 import { MEMORY_GUIDE, memorySearchTool, noteTools } from '../session/memory-tools.js'
-import { ProjectionElection } from '../session/projection-election.js'
+import { ProjectionElection } from '../replicas/projection-election.js'
 import { Projector } from '../session/projector.js'
 import type { SessionListener } from '../session/session-listener.js'
 import { applyEvent } from '../session/session-reducer.js'
@@ -160,17 +160,18 @@ async function build(
   const hub = new EventHub({ bufferSize: config.eventBuffer, queueLimit: config.sseQueueLimit, replicated: pgStore !== undefined })
   const listeners: SessionListener[] = [...(projector ? [projector] : []), ...(indexer ? [indexer] : [])]
   const builtinTools = memory ? [memorySearchTool(memory, tracer), ...noteTools()] : []
+  const replicas = pgStore ? await linkReplicas({ config, store: pgStore, hub, logger: deps.logger }) : undefined
   const sessions = new LiveSessions({
     repository,
     hub,
     listeners,
     maxLive: config.maxLiveSessions,
     logger: deps.logger,
-    leaseLingerMs: config.leaseLingerMs,
+    ...(replicas ? { ownership: replicas.ownership } : {}),
   })
+  replicas?.connect(sessions)
   // Before the store closes (cleanups run last first): the leases kept after their work are released.
   cleanup.push(() => sessions.close())
-  const replicas = pgStore ? await linkReplicas({ config, store: pgStore, hub, sessions, logger: deps.logger }) : undefined
   if (replicas) cleanup.push(() => replicas.close())
   const service = new LocalSessionService({
     repository,

@@ -4,13 +4,13 @@ import type { Logger } from '../core/logger.js'
 import type { EventEnvelope } from '../core/events.js'
 import type { SessionRecord } from '../core/session-record.js'
 import type { StreamControl } from '../core/session-service.js'
-import type { SessionLease, SessionRepository } from '../core/stores.js'
-import { closeAbandonedTurn, closeOpenTurn } from './close-turn.js'
+import type { SessionRepository } from '../core/stores.js'
 import type { EventHub } from './event-hub.js'
-import { LeaseKeeper, type LetGo } from './lease-keeper.js'
 import { LiveSession, type CommitFn, type RunningWork, type Seal } from './live-session.js'
 import type { CommittedBatch, SessionListener } from './session-listener.js'
+import type { Ownership, SessionCache, SessionOwnership } from './session-ownership.js'
 import { applyEvent } from './session-reducer.js'
+import { soleOwner } from './sole-owner.js'
 
 export interface LiveSessionsOptions {
   repository: SessionRepository
@@ -20,87 +20,55 @@ export interface LiveSessionsOptions {
   /** Live sessions kept in memory; the least recently used idle ones are evicted. */
   maxLive: number
   logger: Logger
-  /** With leases: how long a session's lease is kept after its work, for the next (0: released at once). */
-  leaseLingerMs?: number
+  /** Who owns the sessions: this process alone (the default), or replicas sharing the store (replicas/leased-owner.ts). */
+  ownership?: Ownership
 }
 
 /**
- * The sessions loaded in this process: found (or loaded from the repository) by tenant and
- * id, adopted when created or recovered after a crash, evicted when idle and too many, and
- * settled — waited on until what they committed is durable. Every live session commits through one path: the
- * repository, then the listeners.
+ * The sessions loaded in this process: found (or loaded from the repository) by tenant and id,
+ * adopted when created or recovered after a crash, evicted when idle and too many, and settled —
+ * waited on until what they committed is durable. Every live session commits through one path:
+ * the repository, then the listeners. Who owns a session, and what owning it takes, is the
+ * ownership's (session-ownership.ts): the cache asks it and knows nothing of leases.
  */
-export class LiveSessions {
+export class LiveSessions implements SessionCache {
   private readonly live = new Map<string, LiveSession>()
-  private readonly repo: SessionRepository
-  private readonly hub: EventHub
+  readonly repository: SessionRepository
+  readonly hub: EventHub
+  readonly logger: Logger
   private readonly listeners: readonly SessionListener[]
   private readonly commit: CommitFn
-  /** Present when the store is shared by several processes (it has leases). */
-  private readonly keeper: LeaseKeeper | null
+  private readonly owner: SessionOwnership
 
   constructor(private readonly opts: LiveSessionsOptions) {
-    this.repo = opts.repository
+    this.repository = opts.repository
     this.hub = opts.hub
+    this.logger = opts.logger
     this.listeners = opts.listeners ?? []
-    const leases = opts.repository.leases
-    this.keeper = leases ? new LeaseKeeper(leases, opts.logger, opts.leaseLingerMs ?? 0) : null
+    this.owner = (opts.ownership ?? soleOwner)(this)
     this.commit =
       this.listeners.length === 0
-        ? (events, s, _discarded, outcomes) => this.repo.commit(events, s.record, this.fence(s.id), outcomes)
+        ? (events, s, _discarded, outcomes) => this.repository.commit(events, s.record, this.owner.fence(s.id), outcomes)
         : this.commitAndTell
   }
 
-  /** Whether sessions are leased (the store is shared by several processes). */
+  /** Whether sessions are leased (other processes own sessions of the same store). */
   get leased(): boolean {
-    return this.keeper !== null
+    return this.owner.shared
   }
 
   /**
-   * Runs work that writes the session's log. With leases: holding the session's lease
-   * (SESSION_BUSY while another replica holds it), after reloading the cached record if the
-   * stored log has moved past it, and after closing a turn the log says is running that nobody
-   * runs (its replica died: as crash recovery closes one). Without: just the work.
+   * Runs work that writes the session's log, owning the session meanwhile: with leases, holding
+   * its lease (SESSION_BUSY while another replica holds it), after bringing the cached record up to
+   * the store and closing a turn nobody runs any more. Alone: just the work.
    */
   exclusive<T>(s: LiveSession, work: () => Promise<T>): Promise<T> {
-    if (!this.keeper) return work()
-    return this.keeper.hold(s, (lease, heldBefore) => this.revalidate(s, lease, heldBefore), work)
+    return this.owner.hold(s, work)
   }
 
-  /** With leases: how this process asks another replica for a session's lease it keeps after its work (the replicas' link). */
-  askToLetGo(letGo: LetGo): void {
-    if (this.keeper) this.keeper.letGo = letGo
-  }
-
-  /** Another replica asks for the session's lease: see LeaseKeeper.giveUp. */
-  giveUp(id: string): Promise<boolean | null> {
-    return this.keeper ? this.keeper.giveUp(id) : Promise.resolve(null)
-  }
-
-  /** Releases the leases kept after their work (shutdown, before the store closes). */
+  /** Gives up what the ownership keeps after work (shutdown, before the store closes). */
   async close(): Promise<void> {
-    await this.keeper?.close()
-  }
-
-  private fence(id: string): number {
-    return this.keeper?.tokenOf(id) ?? 0
-  }
-
-  private async revalidate(s: LiveSession, lease: SessionLease, heldBefore: boolean): Promise<void> {
-    await s.settled().catch(() => undefined)
-    if (lease.lastSeq !== s.record.last_seq) {
-      const stored = await this.repo.sessions.get(s.id)
-      if (!stored) throw new BurrowError('SESSION_NOT_FOUND', `Session ${s.id} not found.`)
-      this.reloaded(s, stored)
-    }
-    if (s.running || s.record.open_turn?.state !== 'running') return
-    // Run here under the previous lease: its events stopped reaching the store (closeAbandonedTurn). Else its replica died.
-    if (heldBefore) await closeAbandonedTurn(s)
-    else {
-      await closeOpenTurn(s, 'INTERRUPTED', 'The replica running this turn stopped.', 'process_restarted')
-      this.opts.logger.warn({ session_id: s.id, previous_owner: lease.previousOwner }, 'closed a turn whose replica stopped')
-    }
-    await this.settle(s)
+    await this.owner.close()
   }
 
   /** The caller's live session, loading it if needed; another tenant's is not found. */
@@ -124,38 +92,17 @@ export class LiveSessions {
    */
   current(tenant: string, id: string): LiveSession | Promise<LiveSession> {
     const s = this.live.get(id)
-    if (!this.keeper || !s || s.tenant !== tenant || s.broken || s.running) return this.get(tenant, id)
-    return this.checked(s)
+    if (!s || s.tenant !== tenant || s.broken || s.running) return this.get(tenant, id)
+    return this.owner.current(s)
   }
 
-  private async checked(s: LiveSession): Promise<LiveSession> {
-    const last = await this.repo.events.lastSeq(s.id)
-    if (last === 0) return this.deletedElsewhere(s)
-    if (last > s.record.last_seq) {
-      const stored = await this.repo.sessions.get(s.id)
-      if (!stored) return this.deletedElsewhere(s)
-      // Work that began here meanwhile revalidates by itself, and a concurrent reload may have gone
-      // further: the record only ever moves forward, and never under running work.
-      if (!s.running && stored.last_seq > s.record.last_seq) this.reloaded(s, stored)
-    }
-    s.lastActive = Date.now()
-    return s
-  }
-
-  /**
-   * Where a stream of the session without Last-Event-ID stands when it begins, for a session `current`
-   * returned: with leases and no work running here, the last seq stored (or published here, when that
-   * is behind), so events other replicas commit after it reach the stream even when this replica's
-   * own next event comes first (they are read from the log). Otherwise undefined: its first event
-   * positions it (work here publishes in order, and nothing else writes the session meanwhile).
-   */
+  /** Where a stream of the session without Last-Event-ID stands when it begins, for a session `current` returned (the ownership's). */
   streamStart(s: LiveSession): number | undefined {
-    if (!this.keeper || s.running) return undefined
-    return Math.min(s.record.last_seq, this.hub.publishedSeq(s.id) ?? Infinity)
+    return this.owner.streamStart(s)
   }
 
   /** Another replica deleted the session: it goes from memory too, its subscribers told why. */
-  private deletedElsewhere(s: LiveSession): never {
+  deletedElsewhere(s: LiveSession): never {
     if (this.live.get(s.id) === s) this.forget(s.id, { type: 'stream_closed', session_id: s.id, data: { reason: 'session_deleted' } })
     throw new BurrowError('SESSION_NOT_FOUND', `Session ${s.id} not found.`)
   }
@@ -165,7 +112,7 @@ export class LiveSessions {
    * the session stay: each knows the last seq it delivered and reads what it misses from the log
    * (Subscription.fillGapsFrom); only the hub's replay buffer, which misses those events, starts afresh.
    */
-  private reloaded(s: LiveSession, stored: SessionRecord): void {
+  reloaded(s: LiveSession, stored: SessionRecord): void {
     this.hub.reloaded(s.id, stored.last_seq)
     s.record = stored
   }
@@ -236,55 +183,16 @@ export class LiveSessions {
     } catch (err) {
       const e = toBurrowError(err)
       if (e.data?.reason === 'lease_lost')
-        this.opts.logger.warn({ session_id: session.id }, 'lost the lease of a session to another replica: its events were refused')
-      else if (e.code === 'STORE_UNAVAILABLE') this.opts.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
-      else this.opts.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
+        this.logger.warn({ session_id: session.id }, 'lost the lease of a session to another replica: its events were refused')
+      else if (e.code === 'STORE_UNAVAILABLE') this.logger.warn({ err: e, session_id: session.id }, 'events could not be made durable')
+      else this.logger.error({ err: e.cause ?? err, session_id: session.id }, 'events could not be stored')
       throw e
     }
   }
 
-  /**
-   * Closes every turn a previous process left running: synthetic results for its open tool
-   * calls, then `turn_failed` with `reason: process_restarted`. Run once, at start-up; returns how many.
-   */
-  async recover(): Promise<number> {
-    if (this.keeper) return this.recoverLeased()
-    let n = 0
-    for (const id of await this.repo.sessions.runningTurns()) {
-      const record = await this.repo.sessions.get(id)
-      if (!record?.open_turn) continue
-      const turn = record.open_turn.turn
-      const s = this.adopt(record)
-      await closeOpenTurn(s, 'INTERRUPTED', 'The process stopped while this turn was running.', 'process_restarted')
-      await this.settle(s)
-      this.opts.logger.warn({ session_id: id, turn }, 'closed a turn left running by a previous process')
-      n++
-    }
-    return n
-  }
-
-  /**
-   * With leases (at start-up, and then periodically on every replica): closes the turns whose
-   * lease expired — their replica died — under the session's lease, so two replicas never close
-   * the same turn and a live replica's turn is never closed. Paused turns are not running: they stay.
-   */
-  private async recoverLeased(): Promise<number> {
-    let n = 0
-    for (const id of await this.repo.sessions.runningTurns()) {
-      const tenant = await this.repo.sessions.tenantOf(id)
-      if (tenant === undefined) continue
-      try {
-        const s = await this.get(tenant, id)
-        const turn = s.record.open_turn?.turn
-        await this.exclusive(s, async () => undefined)
-        if (turn !== undefined && s.record.open_turn?.turn !== turn) n++
-      } catch (err) {
-        // Taken by another replica meanwhile (it recovers it), deleted, or the store is away: the next sweep sees.
-        const code = (err as BurrowError).code
-        if (code !== 'SESSION_BUSY' && code !== 'SESSION_NOT_FOUND') throw err
-      }
-    }
-    return n
+  /** Closes the turns an owner that stopped left running (the ownership's: see SoleOwner, LeasedOwner); returns how many. */
+  recover(): Promise<number> {
+    return this.owner.recover()
   }
 
   /** Turn requests waiting for a session here (`on_busy: queue`), all sessions together. */
@@ -302,12 +210,12 @@ export class LiveSessions {
   /** Another replica said it deleted the session: its streams here end, and nothing of it is kept (its listeners ran there). */
   deletedRemotely(id: string): void {
     this.forget(id, { type: 'stream_closed', session_id: id, data: { reason: 'session_deleted' } })
-    this.keeper?.forget(id)
+    this.owner.forget(id)
   }
 
   /** Tells the listeners that a session was deleted (after the repository purged it). */
   async deleted(id: string): Promise<void> {
-    this.keeper?.forget(id)
+    this.owner.forget(id)
     for (const l of this.listeners) await l.deleted?.(id)
   }
 
@@ -331,8 +239,8 @@ export class LiveSessions {
 
   /** The tenant is checked before the record is read, so another tenant's session costs what an unknown id costs. */
   private async stored(id: string, tenant: string): Promise<SessionRecord | undefined> {
-    if ((await this.repo.sessions.tenantOf(id)) !== tenant) return undefined
-    return this.repo.sessions.get(id)
+    if ((await this.repository.sessions.tenantOf(id)) !== tenant) return undefined
+    return this.repository.sessions.get(id)
   }
 
   private evictIdle(): void {
@@ -342,7 +250,7 @@ export class LiveSessions {
       .sort((a, b) => a.lastActive - b.lastActive)
     for (const s of idle) {
       if (this.live.size <= this.opts.maxLive) break
-      this.opts.logger.debug({ session_id: s.id }, 'evicting idle session from memory')
+      this.logger.debug({ session_id: s.id }, 'evicting idle session from memory')
       this.forget(s.id)
     }
   }
@@ -350,7 +258,7 @@ export class LiveSessions {
   /** The commit path with listeners: they are told once the repository made the events durable. */
   private readonly commitAndTell: CommitFn = (events, session, discarded, outcomes) => {
     const batch: CommittedBatch = { session, events, discarded }
-    const done = this.repo.commit(events, session.record, this.fence(session.id), outcomes)
+    const done = this.repository.commit(events, session.record, this.owner.fence(session.id), outcomes)
     if (!done) {
       this.tell(batch)
       return
@@ -364,7 +272,7 @@ export class LiveSessions {
         l.committed(batch)
       } catch (err) {
         // A listener's failure is its own: the events are stored, and the session goes on.
-        this.opts.logger.error({ err, session_id: batch.session.id }, 'a commit listener failed')
+        this.logger.error({ err, session_id: batch.session.id }, 'a commit listener failed')
       }
     }
   }

@@ -84,7 +84,7 @@ export async function admitted<T>(
   }
 }
 
-/** SESSION_BUSY because another replica holds the session's lease (lease-keeper.ts). */
+/** SESSION_BUSY because another replica holds the session's lease (replicas/lease-keeper.ts). */
 function leasedElsewhere(err: unknown): boolean {
   return err instanceof BurrowError && err.code === 'SESSION_BUSY' && err.data?.reason === 'leased_elsewhere'
 }

@@ -17,7 +17,7 @@ const RESEND_FOR_MS = 30_000
 /** After the listener was down, sessions changed since (down − this) are caught up: leaves room for clocks apart. */
 const CLOCK_SLACK_MS = 10_000
 
-/** What the change feed delivers to (the event hub's side, session/replica-feed.ts). */
+/** What the change feed delivers to (the event hub's side, replicas/replica-feed.ts). */
 export interface ChangeFeedSink {
   /** Another replica committed seqs `first..last` of the session. */
   committed(tenant: string, sessionId: string, first: number, last: number): void
@@ -68,7 +68,7 @@ interface Pending {
  *
  * Interrupts: a request on `burrow_interrupt`; the replica running the turn answers `found`, then
  * `done` when the turn has ended. Lease requests go on the same channel: the replica keeping a
- * session's lease after its work answers whether it gave it up (session/lease-keeper.ts).
+ * session's lease after its work answers whether it gave it up (replicas/lease-keeper.ts).
  */
 export class PgChangeFeed {
   private client: pg.Client | null = null

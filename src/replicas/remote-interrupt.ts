@@ -1,7 +1,7 @@
 import { BurrowError } from '../core/errors.js'
 import type { InterruptResult } from '../core/wire.js'
-import type { LiveSessions } from './live-sessions.js'
-import type { Turn } from './turn.js'
+import type { LiveSessions } from '../session/live-sessions.js'
+import type { Turn } from '../session/turn.js'
 
 /** How the replicas reach each other for an interrupt (the PostgreSQL change feed's interrupt channel). */
 export interface InterruptBus {

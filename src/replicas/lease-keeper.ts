@@ -1,7 +1,7 @@
 import { BurrowError, leaseLost } from '../core/errors.js'
 import type { Logger } from '../core/logger.js'
 import type { SessionLease, SessionLeases } from '../core/stores.js'
-import type { LiveSession } from './live-session.js'
+import type { LiveSession } from '../session/live-session.js'
 
 type Taken = (lease: SessionLease, heldBefore: boolean) => Promise<void>
 
@@ -40,8 +40,6 @@ export class LeaseKeeper {
   private readonly held = new Map<string, Held>()
   /** The token of the lease this process holds or last held per session: what its commits carry. */
   private readonly tokens = new Map<string, number>()
-  /** Set by the replicas' link once it exists: asks the replica holding a lease to give it up. */
-  letGo: LetGo | null = null
   private closed = false
 
   constructor(
@@ -49,6 +47,8 @@ export class LeaseKeeper {
     private readonly logger: Logger,
     /** How long a lease is kept after its work (0: released at once). */
     private readonly lingerMs = 0,
+    /** Asks the replica holding a lease to give it up (the change feed); without it, a held lease is waited out. */
+    private readonly letGo: LetGo | null = null,
   ) {}
 
   tokenOf(sessionId: string): number {

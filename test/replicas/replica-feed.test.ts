@@ -7,7 +7,7 @@ import t from 'tap'
 import type { EventStore } from '../../src/core/stores.js'
 import type { EventSubscription, StreamFrame } from '../../src/core/session-service.js'
 import { EventHub } from '../../src/session/event-hub.js'
-import { ReplicaFeed } from '../../src/session/replica-feed.js'
+import { ReplicaFeed } from '../../src/replicas/replica-feed.js'
 import { MemorySessionRepository } from '../../src/store/memory-session-repository.js'
 import { SessionLog, sessionId } from '../contract/fixtures.js'
 

@@ -1,7 +1,7 @@
 import type { EventEnvelope } from '../core/events.js'
 import type { EventStore } from '../core/stores.js'
 import { KeyedSerial } from '../core/keyed-serial.js'
-import type { EventHub } from './event-hub.js'
+import type { EventHub } from '../session/event-hub.js'
 
 /** Events read from the log per page when another replica's commit is published here. */
 const PAGE = 500

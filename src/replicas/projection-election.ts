@@ -1,6 +1,6 @@
 import type { Logger } from '../core/logger.js'
 import type { ProjectionWriterLease } from '../core/stores.js'
-import type { Projector } from './projector.js'
+import type { Projector } from '../session/projector.js'
 
 /**
  * One writer of the projection among replicas (BURROW_PROJECTION=on with PostgreSQL; docs/scaling.md,
