@@ -12,9 +12,15 @@ import { Api, sleep } from '../helpers/harness.js'
 import { spawnServer } from '../helpers/child-server.js'
 import { startFakeLlm } from '../helpers/fake-llm-server.js'
 import { tempDatabase } from '../helpers/pg.js'
+import { rounds } from '../helpers/thoroughness.js'
 
-const ITERATIONS = Number(process.env.CRASH_ITERATIONS ?? 8)
+// kill -9 rounds on LMDB (half as many on PostgreSQL): 3 in npm test, 8 in npm run test:full.
+const ITERATIONS = rounds(3, 8, process.env.CRASH_ITERATIONS)
 const SESSIONS = 4
+
+// A round (on each store) is a server start, a check of every session and up to a second of load:
+// seconds each on a busy two-core machine, more with the full count than the suite's default allows.
+t.setTimeout(60_000 + ITERATIONS * 15_000)
 
 interface Ack {
   turn: number

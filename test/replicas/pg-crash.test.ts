@@ -10,16 +10,18 @@ import { checkHistory, type Message } from '../../src/core/messages.js'
 import { spawnServer, stopServer, type ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm, type FakeLlmServer } from '../helpers/fake-llm-server.js'
 import { Api, sleep, type ApiResponse } from '../helpers/harness.js'
+import { rounds } from '../helpers/thoroughness.js'
 import { storedLog, storedRecord, twoReplicas } from './replicas.js'
 
-const ITERATIONS = Number(process.env.CRASH_ITERATIONS ?? 6)
+// kill -9 rounds: 2 in npm test, 6 in npm run test:full.
+const ITERATIONS = rounds(2, 6, process.env.CRASH_ITERATIONS)
 const SEED = Number(process.env.CRASH_SEED ?? 16)
 const SESSIONS = 6
 const LEASE_MS = 2000
 /** How long after the checks start every session must take a turn: the lease and a few seconds. */
 const ACCEPT_WITHIN_MS = LEASE_MS + 4000
 
-// Rounds of spawning tsx servers on a busy two-core machine: more than the suite's default.
+// Rounds of restarting servers on a busy two-core machine: more than the suite's default.
 t.setTimeout(Math.max(120_000, ITERATIONS * 40_000))
 
 interface Ack {
