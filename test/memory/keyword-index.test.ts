@@ -16,6 +16,7 @@ import { TopK } from '../../src/memory/top-k.js'
 import type { MemoryDb } from '../../src/memory/memory-db.js'
 import { exactMatches } from '../../src/memory/memory-ranking.js'
 import { tokenize } from '../../src/memory/text-features.js'
+import { rounds } from '../helpers/thoroughness.js'
 
 /** The reference: a document map, postings iterated in label order. */
 function mapSource(docs: Map<number, Map<string, number>>): KeywordSource {
@@ -81,7 +82,7 @@ t.test('top() equals bm25() on random corpora, with deletions, filters and small
         return true
       },
     ),
-    { numRuns: 300 },
+    { numRuns: rounds(100, 300) },
   )
   t.ok(nonEmpty > 100, `queries with hits were compared (${nonEmpty})`)
   t.ok(cut > 20, `queries whose candidates exceed the limit were compared (${cut})`)
@@ -135,7 +136,7 @@ t.test('top() equals bm25() on larger skewed corpora: MaxScore pruning, deletion
         return true
       },
     ),
-    { numRuns: 150 },
+    { numRuns: rounds(50, 150) },
   )
   t.ok(compared > 500, `queries with hits were compared (${compared})`)
   t.ok(cut > 300, `queries with more candidates than the limit were compared (${cut})`)
@@ -178,7 +179,7 @@ t.test('top() equals bm25() while documents arrive between searches, past the si
       }
       return true
     }),
-    { numRuns: 60 },
+    { numRuns: rounds(20, 60) },
   )
   t.ok(compared > 2000, `searches with hits were compared (${compared})`)
   t.ok(withoutTable > 500, `searches after the long document were compared (${withoutTable})`)
@@ -197,7 +198,7 @@ t.test('TopK keeps the best k by score, ties by label, like a full sort', async 
         return JSON.stringify(heap.sorted()) === JSON.stringify(expected)
       },
     ),
-    { numRuns: 300 },
+    { numRuns: rounds(100, 300) },
   )
   t.pass('300 random cases')
 })
