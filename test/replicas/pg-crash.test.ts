@@ -62,6 +62,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
   const ids: string[] = []
   for (let i = 0; i < SESSIONS; i++) ids.push(await api(i % 2).createSession({ model: 'openai:gpt-4o-mini', tools }))
   const acks = new Map<string, Ack[]>(ids.map((id) => [id, []]))
+  const ackCount = () => [...acks.values()].reduce((n, a) => n + a.length, 0)
   const unexpected: string[] = []
   const stats = { transport: 0, busy: 0, restartedClosures: 0, accepted: [] as number[] }
   const chaos = prng(SEED)
@@ -97,6 +98,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
   for (let it = 0; it < ITERATIONS; it++) {
     // Load: every session runs turns back to back, alternating between the replicas; some call tools.
     let stop = false
+    const ackedBefore = ackCount()
     const workers = ids.map(async (id, w) => {
       for (let n = 0; !stop; n++) {
         const target = (w + n) % 2
@@ -117,6 +119,9 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     })
 
     await sleep(300 + chaos() * 900)
+    // Not before the round has acknowledged more turns than the whole run needs per round (checked at
+    // the end): on a slow machine the sleep alone may end before the load got going.
+    for (const t0 = Date.now(); ackCount() - ackedBefore <= SESSIONS * 2 && Date.now() - t0 < 30_000;) await sleep(10)
     const victim = chaos() < 0.5 ? 0 : 1
     const dead = servers[victim]!
     const exited = once(dead.child, 'exit')
@@ -255,7 +260,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     [],
     'the provider never saw an invalid history',
   )
-  const acked = [...acks.values()].reduce((n, a) => n + a.length, 0)
+  const acked = ackCount()
   t.comment(`${acked} acknowledged turns over ${ITERATIONS} kills`)
   t.ok(acked > ITERATIONS * SESSIONS * 2, 'turns were acknowledged between the kills')
   t.ok(stats.restartedClosures > 0, 'the kills cut turns off (and recovery closed them)')
