@@ -13,8 +13,8 @@ const SRC = join(ROOT, 'src')
 const DIST = join(ROOT, 'dist')
 // Absolute, so a child whose working directory is elsewhere still finds the TypeScript loader.
 const TSX = import.meta.resolve('tsx')
-/** Preloaded into every child: it ends itself when the test process that started it is gone. */
-const LIFELINE = new URL('./lifeline.mjs', import.meta.url).href
+/** Preloaded into every child: it ends itself when this test process is gone. */
+const LIFELINE = `${new URL('./lifeline.mjs', import.meta.url).href}?parent=${process.pid}`
 
 /** Source files (relative to src/) whose compiled file in dist/ is missing or older. */
 export function staleBuildFiles(): string[] {
