@@ -19,8 +19,8 @@ const ITERATIONS = rounds(3, 8, process.env.CRASH_ITERATIONS)
 const SESSIONS = 4
 
 // A round (on each store) is a server start, a check of every session and up to a second of load:
-// seconds each on a busy two-core machine, more with the full count than the suite's default allows.
-t.setTimeout(60_000 + ITERATIONS * 15_000)
+// seconds each on a busy two-core machine, and more than the suite's default with the full count.
+t.setTimeout(120_000 + ITERATIONS * 30_000)
 
 interface Ack {
   turn: number

@@ -17,8 +17,8 @@ import { rounds } from '../helpers/thoroughness.js'
 
 // kill -9 rounds on LMDB (half as many on PostgreSQL): 2 in npm test, 6 in npm run test:full.
 const ITERATIONS = rounds(2, 6, process.env.IDEMPOTENCY_CRASH_ITERATIONS)
-// Server restarts and retried load, seconds a round on a busy two-core machine: more with the full count than the suite's default.
-t.setTimeout(60_000 + ITERATIONS * 20_000)
+// Server restarts and retried load, seconds a round on a busy two-core machine: its own bound, growing with the rounds.
+t.setTimeout(120_000 + ITERATIONS * 30_000)
 const SESSIONS = 6
 const TOOLS = [{ name: 'lookup', input_schema: { type: 'object' } }]
 
