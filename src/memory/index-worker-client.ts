@@ -4,11 +4,12 @@ import type { FromWorker, IndexNotice, IndexRequest, IndexWorkerData, SearchRepl
 import { LaneClient, LaneMemory } from './search-lane.js'
 
 /**
- * Starts index-worker.js from the build, or index-worker.ts from the sources (tests, `npm run
- * dev`, benchmarks with BENCH_APP=src) after registering tsx's loader in the worker itself: a
- * worker does not inherit the loaders tsx registers in the main thread. Plain CommonJS run with
- * `eval` (as use-lite-embedder.ts starts its worker). `execArgv: []`: the test runner's own
- * `--import` hooks would load again in every worker and cost seconds.
+ * Starts the worker module next to this one: index-worker.js in the build, index-worker.ts when
+ * this module was itself loaded as TypeScript (the sources through tsx: `npm run dev`, benchmarks
+ * with BENCH_APP=src). Only then does the worker register tsx's loader, in itself: a worker does
+ * not inherit the loaders registered in the main thread. Plain CommonJS run with `eval` (as
+ * use-lite-embedder.ts starts its worker). `execArgv: []`: the worker needs none of the process's
+ * own flags, and `--import` hooks the process was started with would load again in every worker.
  */
 const BOOT = `
 const { workerData } = require('node:worker_threads')

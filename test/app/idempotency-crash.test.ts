@@ -13,8 +13,12 @@ import { Api, sleep, type ApiResponse } from '../helpers/harness.js'
 import { spawnServer, type ChildServer } from '../helpers/child-server.js'
 import { tempDatabase } from '../helpers/pg.js'
 import { sameAnswer } from '../helpers/answers.js'
+import { rounds } from '../helpers/thoroughness.js'
 
-const ITERATIONS = Number(process.env.IDEMPOTENCY_CRASH_ITERATIONS ?? 6)
+// kill -9 rounds on LMDB (half as many on PostgreSQL): 2 in npm test, 6 in npm run test:full.
+const ITERATIONS = rounds(2, 6, process.env.IDEMPOTENCY_CRASH_ITERATIONS)
+// Server restarts and retried load, seconds a round on a busy two-core machine: its own bound, growing with the rounds.
+t.setTimeout(120_000 + ITERATIONS * 30_000)
 const SESSIONS = 6
 const TOOLS = [{ name: 'lookup', input_schema: { type: 'object' } }]
 

@@ -1,12 +1,15 @@
-// Runs the real server entry point (src/bin/server.ts) in a child process and waits for
-// its start-up log line, or for it to exit first; for tests that signal or kill the process,
-// and for tests of start-ups that must fail.
+// Runs the real server entry point (dist/bin/server.js when the build is up to date, else
+// src/bin/server.ts: see burrow-bin.ts) in a child process and waits for its start-up log line,
+// or for it to exit first; for tests that signal or kill the process, and for tests of
+// start-ups that must fail. A child still running when its test file ends is killed.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { chownSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { binArgs, scriptArgs } from './burrow-bin.js'
+import { reaped } from './children.js'
 
 export interface ChildServer {
   child: ChildProcess
@@ -31,16 +34,13 @@ export interface StartOptions {
    * `false`: only PATH, HOME and TMPDIR under `env`, so nothing but `env` (and a `.env`) configures it.
    */
   inherit?: boolean
-  /** The server entry point to run (default: this checkout's src/bin/server.ts). */
+  /** The server entry point to run, `.ts` through tsx (default: this checkout's server, built or not). */
   entry?: string
 }
 
 // The server reads `.env` from its working directory: a developer's `.env` in the checkout must
 // not configure the tests' servers, so children run from a directory that never holds one.
 const HERE = fileURLToPath(new URL('.', import.meta.url))
-const SERVER = fileURLToPath(new URL('../../src/bin/server.ts', import.meta.url))
-// Absolute, so a child whose working directory is elsewhere still finds the TypeScript loader.
-const TSX = import.meta.resolve('tsx')
 
 /** Starts the server and resolves once it listens; rejects (with `code` and `stderr`) when it exits first. */
 export async function spawnServer(env: Record<string, string>, opts: StartOptions = {}): Promise<ChildServer> {
@@ -61,13 +61,15 @@ export function startServer(env: Record<string, string>, opts: StartOptions = {}
   // Another user's child gets a home of its own: tap's process-info hook, which tap injects into
   // every child, writes under the test's working directory at exit, where that user may not write.
   const home = opts.uid !== undefined ? userHome(opts.uid, opts.gid ?? opts.uid) : undefined
-  const child = spawn(process.execPath, ['--import', TSX, opts.entry ?? SERVER], {
+  const args = opts.entry ? scriptArgs(opts.entry) : binArgs('server')
+  const child = spawn(process.execPath, args, {
     cwd: opts.cwd ?? HERE,
     env: { ...base, ...(home ? { HOME: home, _TAPJS_PROCESSINFO_CWD_: home } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
     ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
   })
+  reaped(child)
   const lines: any[] = []
   const stderr: string[] = []
   child.stderr!.on('data', (d) => stderr.push(String(d)))

@@ -31,7 +31,10 @@ export interface TempDatabase {
   drop(): Promise<void>
 }
 
-/** A fresh, empty database (`burrow_test_<prefix>_…`), dropped (its connections cut) at `t`'s teardown when given. */
+/**
+ * A fresh, empty database (`burrow_test_<prefix>_<pid>_…`), dropped (its connections cut) at `t`'s
+ * teardown when given; one left by a test process that was killed is dropped by leftovers.ts.
+ */
 export async function tempDatabase(t: Test | undefined, prefix: string): Promise<TempDatabase> {
   const name = `burrow_test_${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`
   await adminQuery(`CREATE DATABASE ${name}`)

@@ -1,7 +1,9 @@
-// Runs src/bin/server.ts in a child process the way a deployment runs it, for tests that
+// Runs the server (built or not: see burrow-bin.ts) in a child process the way a deployment runs it, for tests that
 // need the process's real signal handling (see spawnBareServer).
 import { spawn } from 'node:child_process'
+import { binArgs } from '../helpers/burrow-bin.js'
 import type { ChildServer } from '../helpers/child-server.js'
+import { reaped } from '../helpers/children.js'
 
 /**
  * Like spawnServer (test/helpers/child-server.ts), but with a bare node: tap puts its
@@ -11,7 +13,7 @@ import type { ChildServer } from '../helpers/child-server.js'
  * NODE_OPTIONS` gives the server its own, untouched node. `nodeArgs` go before the script.
  */
 export function spawnBareServer(env: Record<string, string>, nodeArgs: string[] = []): Promise<ChildServer> {
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, ...nodeArgs, '--import', 'tsx', 'src/bin/server.ts'], {
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, ...nodeArgs, ...binArgs('server')], {
     cwd: new URL('../..', import.meta.url).pathname,
     env: {
       ...process.env,
@@ -24,6 +26,7 @@ export function spawnBareServer(env: Record<string, string>, nodeArgs: string[] 
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  reaped(child)
   const lines: any[] = []
   const stderr: string[] = []
   child.stderr.on('data', (d) => stderr.push(String(d)))

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DamagedIndexError, inspectIndexFile } from '../../src/memory/index-file.js'
 import { TenantIndex } from '../../src/memory/hnsw-index.js'
+import { scriptArgs } from '../helpers/burrow-bin.js'
 
 const DIM = 32
 
@@ -180,7 +181,7 @@ t.test('a short write on a full disk (hnswlib ignores write errors) is caught be
   const fixture = new URL('./fixtures/write-index.ts', import.meta.url).pathname
   const run = (fsize: string) =>
     JSON.parse(
-      execFileSync('prlimit', [`--fsize=${fsize}`, process.execPath, '--import', 'tsx', fixture, out, '500'], { encoding: 'utf8' }).trim(),
+      execFileSync('prlimit', [`--fsize=${fsize}`, process.execPath, ...scriptArgs(fixture, [out, '500'])], { encoding: 'utf8' }).trim(),
     )
   // 500 labels of 32 dimensions take about 250 kB; files stop growing at 20 kB.
   const short = run('20000:unlimited')

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { scriptArgs } from '../helpers/burrow-bin.js'
 import { hasPrlimit } from '../helpers/full-disk.js'
 
 t.test('a full disk: writes fail cleanly and the store recovers without reopening', { skip: !hasPrlimit && 'needs prlimit' }, async (t) => {
@@ -14,11 +15,11 @@ t.test('a full disk: writes fail cleanly and the store recovers without reopenin
   const fixture = new URL('./fixtures/store-on-full-disk.ts', import.meta.url).pathname
   // A bare node (tap's loader in NODE_OPTIONS would re-raise SIGXFSZ, see bare-server.ts);
   // warnings for lmdb-js's internal rejection, which the fixture reports one by one.
-  const out = execFileSync(
-    'env',
-    ['-u', 'NODE_OPTIONS', process.execPath, '--unhandled-rejections=warn', '--import', 'tsx', fixture, dir],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 120_000 },
-  )
+  const out = execFileSync('env', ['-u', 'NODE_OPTIONS', process.execPath, '--unhandled-rejections=warn', ...scriptArgs(fixture, [dir])], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+    timeout: 120_000,
+  })
   const r = JSON.parse(out.trim().split('\n').at(-1)!)
   t.equal(r.before.ok, true)
   t.equal(r.healthyBefore, true)

@@ -10,17 +10,19 @@ import { checkHistory, type Message } from '../../src/core/messages.js'
 import { spawnServer, stopServer, type ChildServer } from '../helpers/child-server.js'
 import { startFakeLlm, type FakeLlmServer } from '../helpers/fake-llm-server.js'
 import { Api, sleep, type ApiResponse } from '../helpers/harness.js'
+import { rounds } from '../helpers/thoroughness.js'
 import { storedLog, storedRecord, twoReplicas } from './replicas.js'
 
-const ITERATIONS = Number(process.env.CRASH_ITERATIONS ?? 6)
+// kill -9 rounds: 2 in npm test, 6 in npm run test:full.
+const ITERATIONS = rounds(2, 6, process.env.CRASH_ITERATIONS)
 const SEED = Number(process.env.CRASH_SEED ?? 16)
 const SESSIONS = 6
 const LEASE_MS = 2000
 /** How long after the checks start every session must take a turn: the lease and a few seconds. */
 const ACCEPT_WITHIN_MS = LEASE_MS + 4000
 
-// Rounds of spawning tsx servers on a busy two-core machine: more than the suite's default.
-t.setTimeout(Math.max(120_000, ITERATIONS * 40_000))
+// Rounds of restarting servers on a busy two-core machine: its own bound, growing with the rounds.
+t.setTimeout(120_000 + ITERATIONS * 40_000)
 
 interface Ack {
   /** When the response came. */
@@ -60,6 +62,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
   const ids: string[] = []
   for (let i = 0; i < SESSIONS; i++) ids.push(await api(i % 2).createSession({ model: 'openai:gpt-4o-mini', tools }))
   const acks = new Map<string, Ack[]>(ids.map((id) => [id, []]))
+  const ackCount = () => [...acks.values()].reduce((n, a) => n + a.length, 0)
   const unexpected: string[] = []
   const stats = { transport: 0, busy: 0, restartedClosures: 0, accepted: [] as number[] }
   const chaos = prng(SEED)
@@ -95,6 +98,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
   for (let it = 0; it < ITERATIONS; it++) {
     // Load: every session runs turns back to back, alternating between the replicas; some call tools.
     let stop = false
+    const ackedBefore = ackCount()
     const workers = ids.map(async (id, w) => {
       for (let n = 0; !stop; n++) {
         const target = (w + n) % 2
@@ -115,6 +119,9 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     })
 
     await sleep(300 + chaos() * 900)
+    // Not before the round has acknowledged more turns than the whole run needs per round (checked at
+    // the end): on a slow machine the sleep alone may end before the load got going.
+    for (const t0 = Date.now(); ackCount() - ackedBefore <= SESSIONS * 2 && Date.now() - t0 < 30_000;) await sleep(10)
     const victim = chaos() < 0.5 ? 0 : 1
     const dead = servers[victim]!
     const exited = once(dead.child, 'exit')
@@ -253,7 +260,7 @@ t.test('kill -9 of either of two replicas at random points, restarted, many time
     [],
     'the provider never saw an invalid history',
   )
-  const acked = [...acks.values()].reduce((n, a) => n + a.length, 0)
+  const acked = ackCount()
   t.comment(`${acked} acknowledged turns over ${ITERATIONS} kills`)
   t.ok(acked > ITERATIONS * SESSIONS * 2, 'turns were acknowledged between the kills')
   t.ok(stats.restartedClosures > 0, 'the kills cut turns off (and recovery closed them)')

@@ -12,9 +12,11 @@ import { startBurrow } from '../helpers/harness.js'
 import { checkResponse } from '../helpers/openapi-check.js'
 import { problemFaults, rpcErrorFaults, rpcResponseFaults } from '../helpers/problem-check.js'
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
+import { rounds } from '../helpers/thoroughness.js'
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261124)
-const RUNS = { rest: 300, rpc: 200, mcp: 200 }
+// The same seed's first requests in npm test; all of them in npm run test:full.
+const RUNS = { rest: rounds(100, 300), rpc: rounds(70, 200), mcp: rounds(70, 200) }
 const KEY = 'fuzz-key-0123'
 const LIMIT = 32 * 1024
 

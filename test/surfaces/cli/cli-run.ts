@@ -4,6 +4,8 @@ import { PassThrough } from 'node:stream'
 import { spawn } from 'node:child_process'
 import { cliHost } from '../../../src/app/cli-host.js'
 import { runCli, type CliHost } from '../../../src/surfaces/cli/cli.js'
+import { binArgs } from '../../helpers/burrow-bin.js'
+import { reaped } from '../../helpers/children.js'
 
 export interface CliRun {
   code: number
@@ -42,17 +44,18 @@ export async function cli(argv: string[], env: Record<string, string>, opts: Cli
 /** Parses `--json` output. */
 export const json = (r: CliRun): any => JSON.parse(r.out)
 
-/** The real executable (src/bin/burrow.ts through tsx) in a child process. */
+/** The real executable (dist/bin/burrow.js, or src/bin/burrow.ts through tsx: see burrow-bin.ts) in a child process. */
 export function spawnCli(
   argv: string[],
   env: Record<string, string>,
   stdin = '',
 ): Promise<{ code: number | null; out: string; err: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/burrow.ts', ...argv], {
+  const child = spawn(process.execPath, binArgs('burrow', argv), {
     cwd: new URL('../../..', import.meta.url).pathname,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'error', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
+  reaped(child)
   let out = ''
   let err = ''
   child.stdout!.on('data', (d) => {
