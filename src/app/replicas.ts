@@ -75,6 +75,10 @@ export async function linkReplicas(parts: {
         )
     },
     onError: (err, what) => logger.warn({ err }, `change feed: ${what} failed`),
+    // Other replicas' requests, answered once the live sessions are connected (nothing runs here before).
+    interrupts: (tenant, id, found) => (remote ? remote.here(tenant, id, found) : Promise.resolve(null)),
+    // A session's lease kept here after its work is given up when another replica asks (lease-keeper.ts).
+    letGo: (_tenant, id) => (owner ? owner.giveUp(id) : Promise.resolve(null)),
   })
   store.onCommitted((tenant, sessionId, first, last) => {
     try {
@@ -86,8 +90,6 @@ export async function linkReplicas(parts: {
   })
   store.onDeleted((tenant, sessionId) => feed.deleted(tenant, sessionId))
   hub.sendDeltas((e, tenant) => feed.delta(tenant, e.session_id, e.turn, e.seq, e.at, (e.data as { text: string }).text))
-  // A session's lease kept by another replica after its work is asked for, and given when asked (lease-keeper.ts).
-  feed.serveLetGo((_tenant, id) => (owner ? owner.giveUp(id) : Promise.resolve(null)))
   const leases = store.leases
   return {
     ownership: (cache) => {

@@ -7,7 +7,6 @@ import type { Turn } from '../session/turn.js'
 export interface InterruptBus {
   /** Asks the replica running the session's turn to interrupt it: its number once it ended there, null if no replica runs it. */
   interrupt(tenant: string, sessionId: string, findMs: number, endMs: number): Promise<number | null>
-  serveInterrupts(handler: (tenant: string, sessionId: string, found: (turn: number) => void) => Promise<number | null>): void
 }
 
 /** How long a replica running the turn has to say so; how long it then has to end the turn. */
@@ -30,9 +29,7 @@ export class RemoteInterrupt {
     private readonly bus: InterruptBus,
     /** Whether the store says a turn of the tenant's session is running (false for an unknown id). */
     private readonly runningInStore: (tenant: string, sessionId: string) => Promise<boolean>,
-  ) {
-    bus.serveInterrupts((tenant, id, found) => this.here(tenant, id, found))
-  }
+  ) {}
 
   /** The routed interrupt: `local` is the service's own, `tenant` the caller's (authenticated). */
   async interrupt(tenant: string, id: string, local: () => Promise<InterruptResult>): Promise<InterruptResult> {
@@ -54,8 +51,8 @@ export class RemoteInterrupt {
     })
   }
 
-  /** Another replica's request: the turn is interrupted if it runs here (as the service's own interrupt does). */
-  private async here(tenant: string, id: string, found: (turn: number) => void): Promise<number | null> {
+  /** Another replica's request (the bus hands it here): the turn is interrupted if it runs here, as the service's own interrupt does. */
+  async here(tenant: string, id: string, found: (turn: number) => void): Promise<number | null> {
     const running = this.runningHere(tenant, id)
     if (!running) return null
     found(running.number)

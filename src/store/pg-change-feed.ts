@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import { DELTA_PIECE, packed, pieces, type FeedMessage, type InterruptMessage } from './pg-feed-messages.js'
+import { FeedRequests } from './pg-feed-requests.js'
 import { openPool } from './pg-pool.js'
 
 /** The channel of commits and text deltas; the channel of interrupts and their answers. */
@@ -46,11 +47,10 @@ export interface PgChangeFeedOptions {
   onListening?: (listening: boolean, err?: unknown) => void
   /** Told of a failure that loses nothing durable (a notification batch dropped, a bad payload). */
   onError?: (err: unknown, what: string) => void
-}
-
-interface Pending {
-  found: (turn: number) => void
-  done: (turn: number) => void
+  /** This replica's answer to other replicas' interrupt requests (none: it never runs their turns). */
+  interrupts?: InterruptHandler
+  /** This replica's answer to other replicas' lease requests (none: it keeps no lease after work). */
+  letGo?: LetGoHandler
 }
 
 /**
@@ -80,11 +80,8 @@ export class PgChangeFeed {
   private timer: NodeJS.Timeout | null = null
   private outbox: FeedMessage[] = []
   private sending = false
-  private readonly pending = new Map<string, Pending>()
-  private interruptHandler: InterruptHandler | null = null
-  private letGoHandler: LetGoHandler | null = null
-  /** This process's lease requests waiting for the holder's answer. */
-  private readonly asked = new Map<string, (given: boolean) => void>()
+  /** This process's interrupt and lease requests waiting for their answers. */
+  private readonly requests = new FeedRequests()
   /** The JSON size of the text of the last delta queued, while it is the outbox's last message (it may grow). */
   private lastDeltaBytes = 0
   /** Names this process in its notifications, to skip its own (unique even if two replicas share an id). */
@@ -130,35 +127,13 @@ export class PgChangeFeed {
     this.lastDeltaBytes = queued?.k === 'd' ? Buffer.byteLength(JSON.stringify(queued.x)) : 0
   }
 
-  /** Installs this replica's answer to interrupt requests. */
-  serveInterrupts(handler: InterruptHandler): void {
-    this.interruptHandler = handler
-  }
-
   /**
    * Asks the replica running the session's turn to interrupt it. Resolves with the turn's number
-   * once it has ended there, or null when no replica answered within `findMs` (none runs it).
+   * once it has ended there, or null when no replica answered within `findMs` (none runs it), or
+   * when the turn did not end within `endMs` of being found.
    */
-  async interrupt(tenant: string, sessionId: string, findMs: number, endMs: number): Promise<number | null> {
-    const id = randomUUID()
-    let timer: NodeJS.Timeout | undefined
-    const answer = new Promise<number | null>((resolve) => {
-      timer = setTimeout(() => resolve(null), findMs)
-      this.pending.set(id, {
-        found: () => {
-          clearTimeout(timer)
-          timer = setTimeout(() => resolve(null), endMs)
-        },
-        done: (turn) => resolve(turn),
-      })
-    })
-    try {
-      await this.send(INTERRUPTS, { k: 'i', id, t: tenant, s: sessionId })
-      return await answer
-    } finally {
-      clearTimeout(timer)
-      this.pending.delete(id)
-    }
+  interrupt(tenant: string, sessionId: string, findMs: number, endMs: number): Promise<number | null> {
+    return this.requests.ask<number | null>((id) => this.send(INTERRUPTS, { k: 'i', id, t: tenant, s: sessionId }), findMs, null, endMs)
   }
 
   /**
@@ -168,27 +143,12 @@ export class PgChangeFeed {
    */
   async letGo(tenant: string, sessionId: string, waitMs: number): Promise<boolean> {
     if (!this.up) return false
-    const id = randomUUID()
-    let timer: NodeJS.Timeout | undefined
-    const answer = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), waitMs)
-      this.asked.set(id, resolve)
-    })
     try {
-      await this.send(INTERRUPTS, { k: 'l', id, t: tenant, s: sessionId })
-      return await answer
+      return await this.requests.ask((id) => this.send(INTERRUPTS, { k: 'l', id, t: tenant, s: sessionId }), waitMs, false)
     } catch (err) {
       this.opts.onError?.(err, 'a lease request')
       return false
-    } finally {
-      clearTimeout(timer)
-      this.asked.delete(id)
     }
-  }
-
-  /** Installs this replica's answer to lease requests. */
-  serveLetGo(handler: LetGoHandler): void {
-    this.letGoHandler = handler
   }
 
   /** Whether the store says a turn of the tenant's session is running (false for an unknown session). */
@@ -327,26 +287,22 @@ export class PgChangeFeed {
   }
 
   private interruptMessage(m: InterruptMessage): void {
+    const { interrupts, letGo } = this.opts
     if (m.k === 'i') {
-      const handler = this.interruptHandler
-      if (!handler) return
-      handler(m.t, m.s, (n) => void this.send(INTERRUPTS, { k: 'f', id: m.id, n }).catch((err) => this.opts.onError?.(err, 'an interrupt')))
+      interrupts?.(
+        m.t,
+        m.s,
+        (n) => void this.send(INTERRUPTS, { k: 'f', id: m.id, n }).catch((err) => this.opts.onError?.(err, 'an interrupt')),
+      )
         .then((n) => (n === null ? undefined : this.send(INTERRUPTS, { k: 'd', id: m.id, n })))
         .catch((err: unknown) => this.opts.onError?.(err, 'an interrupt'))
-      return
-    }
-    if (m.k === 'l') {
-      const handler = this.letGoHandler
-      if (!handler) return
-      handler(m.t, m.s)
+    } else if (m.k === 'l') {
+      letGo?.(m.t, m.s)
         .then((ok) => (ok === null ? undefined : this.send(INTERRUPTS, { k: 'g', id: m.id, ok })))
         .catch((err: unknown) => this.opts.onError?.(err, 'a lease request'))
-      return
-    }
-    if (m.k === 'g') return this.asked.get(m.id)?.(m.ok)
-    const p = this.pending.get(m.id)
-    if (m.k === 'f') p?.found(m.n)
-    else p?.done(m.n)
+    } else if (m.k === 'f') this.requests.extend(m.id)
+    else if (m.k === 'd') this.requests.answered(m.id, m.n)
+    else this.requests.answered(m.id, m.ok)
   }
 
   private async send(channel: string, m: InterruptMessage): Promise<void> {

@@ -20,9 +20,10 @@ import { startServer, stopServer } from '../helpers/child-server.js'
 import { assertRefused, copyDataDir, DURABLE_ENV, startOn } from '../helpers/startup-faults.js'
 import { tempDir } from '../helpers/temp-dir.js'
 import { lmdbTreePages, type TreePage } from '../helpers/lmdb-pages.js'
+import { rounds } from '../helpers/thoroughness.js'
 
 const FIRST = Number(process.env.BURROW_FUZZ_SEED ?? 1)
-const COUNT = Number(process.env.BURROW_FUZZ_SEEDS ?? 16)
+const COUNT = rounds(10, 48, process.env.BURROW_FUZZ_SEEDS)
 const PARALLEL = 4
 // A start of the real server takes 2 to 10 s by the machine's load; each takes one of PARALLEL slots.
 t.setTimeout(Math.max(120_000, COUNT * 15_000))

@@ -18,6 +18,19 @@ async function repoIn(t: Test, url: string, journalKeep?: number): Promise<PgSes
   return repo
 }
 
+/**
+ * Every row of the tenant after `after`, once no older transaction of the cluster holds them back:
+ * the tests of other files run transactions on the same PostgreSQL meanwhile (each in a database
+ * of its own, but transaction ids are the cluster's).
+ */
+async function settledRows(repo: PgSessionRepository, tenant: string, after = -1): Promise<{ rows: JournalRow[]; waiting: boolean }> {
+  const settled = await eventually(async () => {
+    const r = await rows(repo, tenant, after)
+    return r.waiting ? undefined : r
+  }, 20_000)
+  return settled!
+}
+
 /** Every readable row of the tenant after `after`. */
 async function rows(repo: PgSessionRepository, tenant: string, after = -1): Promise<{ rows: JournalRow[]; waiting: boolean }> {
   const out: JournalRow[] = []
@@ -37,7 +50,7 @@ t.test('a commit that started first is delivered first, even when it ends last',
   const b = new SessionLog(sessionId(2), config('tenant-a'))
   const made = a.create()
   await repo.commit(made.events, made.record)
-  const before = await rows(repo, 'tenant-a')
+  const before = await settledRows(repo, 'tenant-a')
   t.same(
     before.rows.map((r) => [r.sessionId, r.first, r.last]),
     [[a.id, 1, made.events.length]],
@@ -65,7 +78,7 @@ t.test('a commit that started first is delivered first, even when it ends last',
 
   await locker.query('COMMIT')
   await slowCommit
-  const after = await rows(repo, 'tenant-a')
+  const after = await settledRows(repo, 'tenant-a')
   t.same(
     after.rows.map((r) => r.sessionId),
     [a.id, a.id, b.id],
@@ -77,7 +90,7 @@ t.test('a commit that started first is delivered first, even when it ends last',
     bases.every((x, i) => i === 0 || x > bases[i - 1]!),
     'bases increase',
   )
-  t.same(await rows(repo, 'tenant-b'), { rows: [], waiting: false }, 'another tenant has its own journal')
+  t.same(await settledRows(repo, 'tenant-b'), { rows: [], waiting: false }, 'another tenant has its own journal')
 })
 
 t.test('where a stream starts: now, after an id, or told why not', async (t) => {
@@ -99,12 +112,12 @@ t.test('where a stream starts: now, after an id, or told why not', async (t) => 
   }
   await eventually(async () => (await rows(repo, 'tenant-a')).rows.length <= 100 + 7)
   await repo.journal.idle()
-  const kept = (await rows(repo, 'tenant-a')).rows
+  const kept = (await settledRows(repo, 'tenant-a')).rows
   t.ok(kept.length >= 100, `${kept.length} rows kept`)
   const from0 = await repo.journal.start('tenant-a', 0)
   t.equal(from0.truncated?.reason, 'events_unavailable', 'a resume from before the oldest kept row is told so')
   t.ok(from0.truncated!.first <= kept[0]!.base, 'and starts no later than the oldest kept row')
-  t.same((await rows(repo, 'tenant-a', from0.after)).rows[0], kept[0], 'where it starts')
+  t.same((await settledRows(repo, 'tenant-a', from0.after)).rows[0], kept[0], 'where it starts')
   const inside = await repo.journal.start('tenant-a', kept[5]!.base)
   t.same(inside, { after: kept[5]!.base }, 'a kept id resumes where it was')
 })
