@@ -93,6 +93,7 @@ export class LiveSessions implements SessionCache {
   current(tenant: string, id: string): LiveSession | Promise<LiveSession> {
     const s = this.live.get(id)
     if (!s || s.tenant !== tenant || s.broken || s.running) return this.get(tenant, id)
+    s.lastActive = Date.now()
     return this.owner.current(s)
   }
 
