@@ -5,11 +5,12 @@
 // tried again, and a deletion reaches the replica after the commits heard before it.
 import t from 'tap'
 import type { EventStore } from '../../src/core/stores.js'
-import type { EventSubscription, StreamFrame } from '../../src/core/session-service.js'
+import type { StreamFrame } from '../../src/core/session-service.js'
 import { EventHub } from '../../src/session/event-hub.js'
 import { ReplicaFeed } from '../../src/replicas/replica-feed.js'
 import { MemorySessionRepository } from '../../src/store/memory-session-repository.js'
 import { SessionLog, sessionId } from '../contract/fixtures.js'
+import { takeFrames } from '../helpers/frames.js'
 
 /** The log another replica wrote, read through a gate the test opens (a slow or failing database). */
 async function written(logs: SessionLog[], turns: number) {
@@ -46,16 +47,6 @@ function gated(store: EventStore, gate: Gate): EventStore {
   }
 }
 
-async function frames(sub: EventSubscription, n: number): Promise<StreamFrame[]> {
-  const out: StreamFrame[] = []
-  const it = sub[Symbol.asyncIterator]()
-  while (out.length < n) {
-    const r = await it.next()
-    if (r.done) break
-    out.push(...r.value)
-  }
-  return out
-}
 const seqs = (fs: StreamFrame[]) => fs.flatMap((f) => (f.kind === 'event' ? [f.event.type === 'text_delta' ? 'delta' : f.event.seq] : []))
 
 function setup(store: EventStore) {
@@ -85,7 +76,7 @@ t.test('one session: commits in seq order whatever each read takes, a delta afte
   t.equal(gate.reads.length, 1, 'one read at a time for the session')
   open()
   await feed.idle()
-  const got = seqs(await frames(sub, 11))
+  const got = seqs(await takeFrames(sub, 11))
   t.same(got, [...Array.from({ length: 10 }, (_, i) => i + 1), 'delta'])
   t.ok(gate.reads.length <= commits.length, `no more reads than commits (${gate.reads.length})`)
 })
@@ -103,9 +94,9 @@ t.test("a slow read of one session does not hold up another's", async (t) => {
   const fastSub = await hub.subscribeSession(fast.id, undefined, 0, async () => [])
   feed.committed('t', slow.id, 1, 4)
   feed.committed('t', fast.id, 1, 4)
-  t.same(seqs(await frames(fastSub, 4)), [1, 2, 3, 4], 'the fast session is published while the slow one waits')
+  t.same(seqs(await takeFrames(fastSub, 4)), [1, 2, 3, 4], 'the fast session is published while the slow one waits')
   open()
-  t.same(seqs(await frames(slowSub, 4)), [1, 2, 3, 4])
+  t.same(seqs(await takeFrames(slowSub, 4)), [1, 2, 3, 4])
   await feed.idle()
 })
 
@@ -131,7 +122,7 @@ t.test('failed reads are tried again; past the retries the error is reported and
   const sub = await hub.subscribeSession(log.id, undefined, 0, async () => [])
   feed.committed('t', log.id, 1, 4)
   await feed.idle()
-  t.same(seqs(await frames(sub, 4)), [1, 2, 3, 4], 'published after two failed reads')
+  t.same(seqs(await takeFrames(sub, 4)), [1, 2, 3, 4], 'published after two failed reads')
   t.same(errors, [])
   gate.failures.set(log.id, 100)
   feed.committed('t', log.id, 5, 7)
@@ -143,7 +134,7 @@ t.test('failed reads are tried again; past the retries the error is reported and
   await repo.commit(next.events, next.record)
   feed.committed('t', log.id, 8, 10)
   await feed.idle()
-  t.same(seqs(await frames(sub, 6)), [5, 6, 7, 8, 9, 10], 'the next commit caught up from what was published')
+  t.same(seqs(await takeFrames(sub, 6)), [5, 6, 7, 8, 9, 10], 'the next commit caught up from what was published')
 })
 
 t.test('a deletion reaches the replica after the commits heard before it', async (t) => {
@@ -161,5 +152,5 @@ t.test('a deletion reaches the replica after the commits heard before it', async
   open()
   await feed.idle()
   t.same(deleted, [log.id])
-  t.same(seqs(await frames(sub, 4)), [1, 2, 3, 4])
+  t.same(seqs(await takeFrames(sub, 4)), [1, 2, 3, 4])
 })

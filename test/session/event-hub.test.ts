@@ -1,8 +1,9 @@
 // The event hub on its own: fan-out per session and per tenant, the replay buffer, replays.
 import t from 'tap'
 import type { EventEnvelope } from '../../src/core/events.js'
-import type { EventSubscription, StreamFrame } from '../../src/core/session-service.js'
+import type { StreamFrame } from '../../src/core/session-service.js'
 import { EventHub } from '../../src/session/event-hub.js'
+import { takeFrames } from '../helpers/frames.js'
 
 const ev = (sid: string, seq: number, type: EventEnvelope['type'] = 'turn_started'): EventEnvelope =>
   ({
@@ -14,16 +15,6 @@ const ev = (sid: string, seq: number, type: EventEnvelope['type'] = 'turn_starte
     data: type === 'text_delta' ? { text: 'x' } : {},
   }) as EventEnvelope
 
-async function take(sub: EventSubscription, n: number): Promise<StreamFrame[]> {
-  const out: StreamFrame[] = []
-  const it = sub[Symbol.asyncIterator]()
-  while (out.length < n) {
-    const r = await it.next()
-    if (r.done) break
-    out.push(...r.value)
-  }
-  return out
-}
 const seqs = (frames: StreamFrame[]) => frames.flatMap((f) => (f.kind === 'event' ? [f.event.seq] : []))
 
 t.test('events reach the session’s subscribers and its tenant’s, not another tenant’s', async (t) => {
@@ -39,13 +30,13 @@ t.test('events reach the session’s subscribers and its tenant’s, not another
   t.equal(hub.subscriberCount('s1'), 1)
   hub.publish(ev('s1', 1))
   hub.publish(ev('s2', 1))
-  t.same(seqs(await take(own, 1)), [1])
+  t.same(seqs(await takeFrames(own, 1)), [1])
   t.same(
-    (await take(tenantA, 1)).map((f) => f.kind === 'event' && f.event.session_id),
+    (await takeFrames(tenantA, 1)).map((f) => f.kind === 'event' && f.event.session_id),
     ['s1'],
   )
   t.same(
-    (await take(tenantB, 1)).map((f) => f.kind === 'event' && f.event.session_id),
+    (await takeFrames(tenantB, 1)).map((f) => f.kind === 'event' && f.event.session_id),
     ['s2'],
   )
   tenantB.close()
@@ -74,7 +65,7 @@ t.test('a session subscription replays what it asks for, then tails live, with n
   const log = [1, 2, 3, 4].map((seq) => ev('s', seq))
   const sub = await hub.subscribeSession('s', 1, 4, async (from, limit) => log.filter((e) => e.seq > from).slice(0, limit))
   hub.publish(ev('s', 5))
-  t.same(seqs(await take(sub, 4)), [2, 3, 4, 5])
+  t.same(seqs(await takeFrames(sub, 4)), [2, 3, 4, 5])
   sub.close()
 })
 
@@ -82,7 +73,7 @@ t.test('a replay that cannot start where asked says so first', async (t) => {
   const hub = new EventHub({ bufferSize: 10, queueLimit: 100 })
   hub.open('s', 't')
   const sub = await hub.subscribeSession('s', 0, 6, async (from) => [5, 6].filter((s) => s > from).map((s) => ev('s', s)))
-  const frames = await take(sub, 3)
+  const frames = await takeFrames(sub, 3)
   t.same(frames[0], {
     kind: 'control',
     control: { type: 'stream_truncated', session_id: 's', data: { requested_after: 0, first_seq: 5, reason: 'events_unavailable' } },
@@ -97,15 +88,17 @@ t.test('dropping a session ends its subscriptions with the reason; a shutdown en
   hub.open('r', 't')
   const deleted = await hub.subscribeSession('s', undefined, 0, async () => [])
   hub.drop('s', { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } })
-  t.same(await take(deleted, 2), [
+  t.same(await takeFrames(deleted, 2), [
     { kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'session_deleted' } } },
   ])
   t.equal(hub.bufferStart('s'), null, 'its buffer went with it')
   const live = await hub.subscribeSession('r', undefined, 0, async () => [])
   const tenant = hub.subscribeTenant('t')
   hub.closeAll('shutdown')
-  t.match(await take(live, 2), [{ kind: 'control', control: { type: 'stream_closed', data: { reason: 'shutdown' } } }])
-  t.match(await take(tenant, 2), [{ kind: 'control', control: { type: 'stream_closed', session_id: null, data: { reason: 'shutdown' } } }])
+  t.match(await takeFrames(live, 2), [{ kind: 'control', control: { type: 'stream_closed', data: { reason: 'shutdown' } } }])
+  t.match(await takeFrames(tenant, 2), [
+    { kind: 'control', control: { type: 'stream_closed', session_id: null, data: { reason: 'shutdown' } } },
+  ])
 })
 
 t.test('another replica’s events: no duplicate of what was published, a gap filled from the log, nothing kept nobody heard', async (t) => {
@@ -126,9 +119,9 @@ t.test('another replica’s events: no duplicate of what was published, a gap fi
   t.equal(hub.publishedSeq('s'), 2)
   // Seq 3 and 4 never reached this hub: 5 is preceded by them, read from the log.
   hub.publishRemote(ev('s', 5), 't')
-  t.same(seqs(await take(sub, 4)), [2, 3, 4, 5], 'the gap filled from the log, in order, once')
+  t.same(seqs(await takeFrames(sub, 4)), [2, 3, 4, 5], 'the gap filled from the log, in order, once')
   t.same(reads, [2])
-  t.same(seqs(await take(tenant, 2)), [2, 5], 'the tenant stream: each event the hub published, once')
+  t.same(seqs(await takeFrames(tenant, 2)), [2, 5], 'the tenant stream: each event the hub published, once')
   sub.close()
   tenant.close()
   t.notOk(hub.listening('s', 't'))
@@ -136,7 +129,7 @@ t.test('another replica’s events: no duplicate of what was published, a gap fi
   hub.passed('s', 6)
   t.equal(hub.bufferStart('s'), null, 'events nobody here heard: the buffer starts afresh (replays read the log)')
   const late = await hub.subscribeSession('s', 4, 4, load)
-  t.same(seqs(await take(late, 2)), [5, 6], 'a subscriber behind what the hub heard is replayed from the log')
+  t.same(seqs(await takeFrames(late, 2)), [5, 6], 'a subscriber behind what the hub heard is replayed from the log')
   late.close()
 })
 
@@ -147,7 +140,7 @@ t.test('a remote event of a session without a channel here reaches its tenant’
   t.ok(hub.listening('elsewhere', 't'))
   hub.publishRemote(ev('elsewhere', 1, 'session_created'), 't')
   hub.publishRemote(ev('elsewhere', 1, 'text_delta'), 't')
-  const frames = await take(tenant, 2)
+  const frames = await takeFrames(tenant, 2)
   t.same(
     frames.map((f) => f.kind === 'event' && f.event.type),
     ['session_created', 'text_delta'],
@@ -176,9 +169,9 @@ t.test('a session loaded again after another replica wrote it: its subscribers s
   // This replica's next event comes before the feed publishes 3..5: they are read from the log first.
   hub.publish(ev('s', 6))
   for (const n of [3, 4, 5]) hub.publishRemote(ev('s', n), 't')
-  t.same(seqs(await take(live, 4)), [3, 4, 5, 6])
+  t.same(seqs(await takeFrames(live, 4)), [3, 4, 5, 6])
   t.same(reads, [2])
   hub.publish(ev('s', 7))
-  t.same(seqs(await take(live, 1)), [7], 'still live, nothing twice')
+  t.same(seqs(await takeFrames(live, 1)), [7], 'still live, nothing twice')
   live.close()
 })

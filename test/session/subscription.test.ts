@@ -1,21 +1,10 @@
 import t from 'tap'
 import { Subscription } from '../../src/session/subscription.js'
 import type { EventEnvelope } from '../../src/core/events.js'
+import { takeFrames } from '../helpers/frames.js'
 
 const ev = (seq: number, type: EventEnvelope['type'] = 'turn_started', text = ''): EventEnvelope =>
   ({ seq, session_id: 's', turn: 1, type, at: '2026-01-01T00:00:00.000Z', data: type === 'text_delta' ? { text } : {} }) as EventEnvelope
-
-/** Takes up to `n` frames, batch by batch. */
-async function drain(sub: Subscription, n: number) {
-  const out = []
-  const it = sub[Symbol.asyncIterator]()
-  while (out.length < n) {
-    const r = await it.next()
-    if (r.done) break
-    out.push(...r.value)
-  }
-  return out
-}
 
 t.test('a subscriber that falls behind is dropped with a reason, not buffered forever', async (t) => {
   let removed = 0
@@ -37,7 +26,7 @@ t.test('a subscriber that falls behind is dropped with a reason, not buffered fo
   t.ok(ended)
   t.equal(removed, 1)
   t.equal(sub.push(ev(5)), false, 'nothing more is accepted')
-  const frames = await drain(sub, 5)
+  const frames = await takeFrames(sub, 5)
   t.same(frames, [{ kind: 'control', control: { type: 'stream_closed', session_id: 's', data: { reason: 'slow_consumer' } } }])
 })
 
@@ -46,7 +35,7 @@ t.test('queued text deltas of a turn are coalesced', async (t) => {
   sub.push(ev(1))
   for (const w of ['a', 'b', 'c']) sub.push(ev(1, 'text_delta', w))
   sub.push(ev(2, 'assistant_message'))
-  const frames = await drain(sub, 3)
+  const frames = await takeFrames(sub, 3)
   t.equal(frames.length, 3)
   t.same(frames[1], { kind: 'event', event: ev(1, 'text_delta', 'abc') })
 })
